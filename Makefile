@@ -1,0 +1,58 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - venv + build + the demo (tiny random-weight models unless VLM=... LM=... are given)
+#   make test   - venv + build + the test suite
+# A second run reuses the venv and the colcon build and starts in seconds.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+VLM ?=
+LM ?=
+PYTEST_ARGS ?=
+
+VENV_STAMP := $(VENV)/.embodied_r_requirements
+BUILD_STAMP := install/.embodied_r_built
+TINY_MODELS := .cache/tiny-models
+# Everything colcon installs: a new or renamed file must re-run the (symlink) install.
+BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg srv/*.srv action/*.action) \
+	$(shell find embodied_r_ros training/embodied_r_training launch config scripts -type f \
+		-not -path '*/__pycache__/*' 2>/dev/null)
+# Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
+RUN := source $(VENV)/bin/activate && source install/setup.bash &&
+
+.PHONY: all venv build demo test lint bench clean distclean
+
+all: build
+
+venv: $(VENV_STAMP)
+$(VENV_STAMP): requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; ROS 2 wheels need Python 3.11 (set PYTHON=...)"; exit 1; }
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+build: $(BUILD_STAMP)
+$(BUILD_STAMP): $(VENV_STAMP) $(BUILD_INPUTS)
+	source $(VENV)/bin/activate && colcon build --symlink-install --event-handlers console_direct- \
+		--cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=OFF
+	touch $@
+
+demo: build
+	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) embodied-r demo $(if $(VLM),--vlm $(VLM)) $(if $(LM),--lm $(LM))
+
+test: build
+	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
+		python -m pytest test -q $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: build
+	$(RUN) python bench/bench_keyframes.py && python bench/bench_pipeline.py
+
+clean:
+	rm -rf build install log
+
+distclean: clean
+	rm -rf $(VENV) .cache

@@ -1,0 +1,143 @@
+"""Pipeline benchmarks with the tiny models (CPU), each a ratio or a share measured in one run.
+
+1. Batched vs sequential description of N key frames: one VLM generate call for all of them (what the
+   pipeline does) vs one call per key frame. Goal: batched >= 3x faster.
+2. Query overhead outside the model's forward passes for 32 key frames: the wall time of one query
+   minus the time spent inside ``model.generate`` (both models). Reported split into our own code
+   (prompts, parsing) and input building (image processor, tokenizer). Goal: <= 20 ms.
+
+Run:  python bench/bench_pipeline.py [--models-dir DIR] [--keyframes 8] [--repeats 3] [--json out.json]
+(`make bench` runs it inside the built workspace.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from embodied_r_ros.backends import load_backend
+from embodied_r_ros.backends.tiny_models import build_tiny_models, tiny_models_complete
+from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.demo import default_tiny_models_dir
+from embodied_r_ros.keyframes import KeyFrame
+from embodied_r_ros.perception import Perceiver
+from embodied_r_ros.pipeline import EmbodiedR
+from embodied_r_ros.reasoning import Reasoner
+from embodied_r_ros.synthetic_clip import synthetic_clip
+
+QUESTION = "Which object did I pass first?"
+OPTIONS = ("the red chair", "the lamp", "the door", "the sofa")
+
+
+class GenerateTimer:
+    """Wraps ``model.generate`` of a transformers backend and sums the seconds spent inside it."""
+
+    def __init__(self, backend) -> None:
+        self.seconds = 0.0
+        self._generate = backend.model.generate
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return self._generate(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        backend.model.generate = timed
+
+
+def keyframes_from_clip(count: int, size: tuple[int, int]) -> list[KeyFrame]:
+    """``count`` frames of the synthetic clip, one per second, used as key frames."""
+    clip = synthetic_clip(seconds=float(count), fps=1.0, size=size)
+    return [KeyFrame(frame=frame, index=i) for i, frame in enumerate(clip.frames[:count])]
+
+
+def best_of(repeats: int, function) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument(
+        "--keyframes", type=int, default=8, help="key frames for the batched-vs-sequential test"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = steadier timings)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    models = args.models_dir or default_tiny_models_dir()
+    if not tiny_models_complete(models):
+        build_tiny_models(models)
+    common = dict(device="cpu", dtype="float32", max_new_tokens=args.max_new_tokens)
+    vlm = load_backend(ModelConfig(model=str(models / "vlm"), **common), vision=True)
+    lm = load_backend(ModelConfig(model=str(models / "lm"), **common), vision=False)
+    perceiver = Perceiver(vlm)
+
+    # 1. batched vs sequential description
+    keyframes = keyframes_from_clip(args.keyframes, (320, 240))
+    perceiver.describe(keyframes, QUESTION, OPTIONS)  # warm-up
+    batched = best_of(args.repeats, lambda: perceiver.describe(keyframes, QUESTION, OPTIONS))
+    requests = perceiver.requests(keyframes, QUESTION, OPTIONS)
+    sequential = best_of(args.repeats, lambda: [vlm.generate([r]) for r in requests])
+
+    # 2. query overhead outside the forward passes, 32 key frames
+    keyframes32 = keyframes_from_clip(32, (320, 240))
+    pipeline = EmbodiedR(perceiver, Reasoner(lm))
+    vlm_timer, lm_timer = GenerateTimer(vlm), GenerateTimer(lm)
+    pipeline.answer(QUESTION, OPTIONS, keyframes=keyframes32)  # warm-up
+    overheads, input_building, own_code = [], [], []
+    for _ in range(args.repeats):
+        vlm_timer.seconds = lm_timer.seconds = 0.0
+        start = time.perf_counter()
+        pipeline.answer(QUESTION, OPTIONS, keyframes=keyframes32)
+        total = time.perf_counter() - start
+        overheads.append(total - vlm_timer.seconds - lm_timer.seconds)
+        # Input building alone (image processor + tokenizer), measured on the same requests.
+        vlm_requests = perceiver.requests(keyframes32, QUESTION, OPTIONS)
+        start = time.perf_counter()
+        vlm.prepare(vlm_requests)
+        input_building.append(time.perf_counter() - start)
+        own_code.append(overheads[-1] - input_building[-1])
+
+    results = {
+        "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)",
+        "keyframes": args.keyframes,
+        "batched_s": batched,
+        "sequential_s": sequential,
+        "batched_speedup": sequential / batched,
+        "overhead_32_keyframes_ms": 1000 * statistics.median(overheads),
+        "of_which_input_building_ms": 1000 * statistics.median(input_building),
+        "of_which_prompts_and_parsing_ms": 1000 * statistics.median(own_code),
+    }
+    print(
+        f"describe {args.keyframes} key frames: batched {batched:.3f} s, sequential {sequential:.3f} s, "
+        f"speed-up {results['batched_speedup']:.1f}x (goal >= 3x)"
+    )
+    print(
+        f"query overhead outside generate, 32 key frames: {results['overhead_32_keyframes_ms']:.1f} ms "
+        f"(goal <= 20 ms); input building {results['of_which_input_building_ms']:.1f} ms, "
+        f"prompts + parsing {results['of_which_prompts_and_parsing_ms']:.1f} ms"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

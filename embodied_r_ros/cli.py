@@ -1,0 +1,81 @@
+"""The ``embodied-r`` command: one entry point, one subcommand per job.
+
+Each subcommand lives in its own module and registers itself here with ``add_parser``-style functions, so
+this file stays a table of contents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+
+
+def _tiny_models(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from .backends.tiny_models import build_tiny_models
+
+    hf_logging.disable_progress_bar()  # keep this command's output to the paths it built
+    paths = build_tiny_models(args.dir, seed=args.seed)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print("These are random-weight smoke models: they exercise the code paths, their answers mean nothing.")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``embodied-r`` with all subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="embodied-r",
+        description="Embodied spatial reasoning for ROS 2 robots (Embodied-R).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tiny = sub.add_parser(
+        "tiny-models", help="build the tiny offline smoke models (tokenizer, Qwen2.5-VL, Qwen2 LM)"
+    )
+    tiny.add_argument("dir", type=Path, help="output directory (DIR/vlm and DIR/lm are written)")
+    tiny.add_argument("--seed", type=int, default=0, help="weight seed; the same seed gives the same files")
+    tiny.set_defaults(func=_tiny_models)
+
+    from .demo import add_demo_arguments
+
+    demo = sub.add_parser("demo", help="answer questions about a synthetic clip with the core pipeline")
+    add_demo_arguments(demo)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``embodied-r``; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    from .backends.base import BackendError
+    from .config import ConfigError
+    from .frames import FrameError
+
+    try:
+        return int(args.func(args) or 0)
+    except (BackendError, ConfigError, FrameError) as exc:
+        # Expected failures get one clear line, not a traceback.
+        print(f"embodied-r {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

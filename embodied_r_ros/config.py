@@ -1,0 +1,181 @@
+"""Typed configuration of the pipeline, with the one set of defaults.
+
+The ROS node fills these from parameters, the CLI from flags, training from YAML; all go through
+:func:`from_dict`, which rejects unknown keys with a message that lists the known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key that cannot be used; the message says which and why."""
+
+
+BACKENDS = ("transformers", "openai")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass
+class BufferConfig:
+    """Clip buffer: how much history to keep and how it is stored."""
+
+    memory_mb: float = 256.0  # hard budget for stored images
+    history_s: float = 600.0  # frames older than this are dropped even under budget
+    max_side: int = 640  # stored copies are downscaled so that max(h, w) <= this
+    jpeg_quality: int = 90  # 0 stores raw (downscaled) pixels; 1..100 JPEG-compresses
+
+    def __post_init__(self) -> None:
+        _check(self.memory_mb > 0, "buffer.memory_mb must be > 0")
+        _check(self.history_s > 0, "buffer.history_s must be > 0")
+        _check(self.max_side >= 32, "buffer.max_side must be >= 32 pixels")
+        _check(0 <= self.jpeg_quality <= 100, "buffer.jpeg_quality must be 0 (raw) or 1..100")
+
+
+@dataclass
+class KeyFrameConfig:
+    """Key-frame selection (paper: 1 fps candidates, ORB, RANSAC 5 px, overlap < 0.5, clamp [4, 32])."""
+
+    candidate_fps: float = 1.0
+    orb_features: int = 500
+    min_matches: int = 10  # a homography needs MORE than this many cross-checked matches
+    ransac_reproj_threshold: float = 5.0
+    overlap_threshold: float = 0.5  # keep a candidate when its overlap with the reference is below this
+    min_keyframes: int = 4
+    max_keyframes: int = 32
+    match_width: int = 320  # frames are matched at this width (0 = full resolution), for speed
+
+    def __post_init__(self) -> None:
+        _check(self.candidate_fps > 0, "keyframes.candidate_fps must be > 0")
+        _check(self.orb_features >= 10, "keyframes.orb_features must be >= 10")
+        _check(self.min_matches >= 4, "keyframes.min_matches must be >= 4 (a homography needs 4 points)")
+        _check(self.ransac_reproj_threshold > 0, "keyframes.ransac_reproj_threshold must be > 0")
+        _check(0 < self.overlap_threshold <= 1, "keyframes.overlap_threshold must be in (0, 1]")
+        _check(self.min_keyframes >= 2, "keyframes.min_keyframes must be >= 2 (first and last)")
+        _check(
+            self.max_keyframes >= self.min_keyframes,
+            "keyframes.max_keyframes must be >= keyframes.min_keyframes",
+        )
+        _check(self.match_width == 0 or self.match_width >= 64, "keyframes.match_width must be 0 or >= 64")
+
+
+@dataclass
+class ModelConfig:
+    """One model: where it lives and how it is run."""
+
+    model: str = ""  # hub repo id or local directory (transformers) / served model name (openai)
+    backend: str = "transformers"  # "transformers" (in-process) or "openai" (HTTP server)
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
+    dtype: str = "auto"  # "auto", "float32", "bfloat16", "float16"
+    adapter: str = ""  # optional LoRA adapter directory for the LM
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 = greedy
+    base_url: str = "http://127.0.0.1:8000/v1"  # openai backend only
+    api_key_env: str = "OPENAI_API_KEY"  # name of the environment variable holding the key
+    timeout_s: float = 60.0
+    retries: int = 2
+    max_concurrency: int = 8  # openai backend: requests in flight at once
+    trust_remote_code: bool = False
+    allow_download: bool = False  # fetch from the hub when not on disk (robots usually run offline)
+
+    def __post_init__(self) -> None:
+        _check(
+            self.backend in BACKENDS,
+            f"model backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}",
+        )
+        _check(self.dtype in DTYPES, f"model dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        _check(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
+        _check(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
+        _check(self.timeout_s > 0, "model timeout_s must be > 0")
+        _check(self.retries >= 0, "model retries must be >= 0")
+        _check(self.max_concurrency >= 1, "model max_concurrency must be >= 1")
+
+
+def _default_vlm() -> ModelConfig:
+    return ModelConfig(model="Qwen/Qwen2.5-VL-7B-Instruct", max_new_tokens=256)
+
+
+def _default_lm() -> ModelConfig:
+    return ModelConfig(model="Qwen/Qwen2.5-3B-Instruct", max_new_tokens=512)
+
+
+@dataclass
+class PipelineConfig:
+    """Everything the core pipeline needs: models, key frames, buffer."""
+
+    vlm: ModelConfig = field(default_factory=_default_vlm)
+    lm: ModelConfig = field(default_factory=_default_lm)
+    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+
+
+def from_dict(cls: type[T], data: dict[str, Any] | None, *, base: T | None = None, where: str = "") -> T:
+    """Build dataclass ``cls`` from a (nested) dict over ``base`` (default: the defaults).
+
+    Keys not given keep their value in ``base``; unknown keys raise :class:`ConfigError`.
+    """
+    data = dict(data or {})
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
+            f"known keys{' under ' + where.rstrip('.') if where else ''}: {', '.join(sorted(known))}"
+        )
+    values: dict[str, Any] = {}
+    base = cls() if base is None else base
+    for name, value in data.items():
+        current = getattr(base, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key {where}{name} must be a mapping, got {value!r}")
+            values[name] = from_dict(type(current), value, base=current, where=f"{where}{name}.")
+        else:
+            values[name] = _coerce(value, current, f"{where}{name}")
+    return dataclasses.replace(base, **values)
+
+
+def _coerce(value: Any, default: Any, name: str) -> Any:
+    """Convert ``value`` to the type of ``default`` (int -> float allowed), else raise."""
+    kind = type(default)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"config key {name} must be true or false, got {value!r}")
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is str and isinstance(value, str):
+        return value
+    raise ConfigError(f"config key {name} must be {kind.__name__}, got {value!r}")
+
+
+def load_yaml(path: str | Path, cls: type[T] = PipelineConfig) -> T:  # type: ignore[assignment]
+    """Read a YAML file into ``cls``; a missing file or unknown key names the file."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        return from_dict(cls, data)
+    except (yaml.YAMLError, ConfigError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The plain-dict form of a config dataclass (for YAML, logs and ROS parameters)."""
+    return dataclasses.asdict(config)

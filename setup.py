@@ -1,0 +1,33 @@
+"""pip install of the Python parts (core, training, the `embodied-r` command), without the ROS interfaces.
+
+ROS users build with colcon instead (package.xml, CMakeLists.txt), which also generates
+embodied_r_ros.msg/.srv/.action. Dependencies: requirements.txt (pinned, one environment for everything).
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="embodied_r_ros",
+    version="0.1.0",
+    description="Embodied spatial reasoning for ROS 2 robots (Embodied-R): core, training and CLI",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["embodied_r_ros", "embodied_r_ros.*"])
+    + find_packages("training", include=["embodied_r_training", "embodied_r_training.*"]),
+    package_dir={"embodied_r_training": "training/embodied_r_training"},
+    install_requires=[
+        "numpy",
+        "opencv-python-headless",
+        "pyyaml",
+        "rich",
+        "tqdm",
+        "torch",
+        "transformers>=5",
+        "tokenizers",
+        "huggingface_hub",
+        "safetensors",
+        "peft",
+    ],
+    extras_require={"training": ["trl", "datasets", "accelerate", "rosbags"]},
+    entry_points={"console_scripts": ["embodied-r = embodied_r_ros.cli:main"]},
+)
