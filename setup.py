@@ -27,6 +27,7 @@ setup(
         "huggingface_hub",
         "safetensors",
         "peft",
+        "xxhash",
     ],
     extras_require={"training": ["trl", "datasets", "accelerate", "rosbags"]},
     entry_points={"console_scripts": ["embodied-r = embodied_r_ros.cli:main"]},

@@ -86,6 +86,7 @@ class ModelConfig:
     timeout_s: float = 60.0
     retries: int = 2
     max_concurrency: int = 8  # openai backend: requests in flight at once
+    image_cache_mb: float = 256.0  # transformers VLM: encoded key frames kept for reuse (0 = off)
     trust_remote_code: bool = False
     allow_download: bool = False  # fetch from the hub when not on disk (robots usually run offline)
 
@@ -100,6 +101,7 @@ class ModelConfig:
         _check(self.timeout_s > 0, "model timeout_s must be > 0")
         _check(self.retries >= 0, "model retries must be >= 0")
         _check(self.max_concurrency >= 1, "model max_concurrency must be >= 1")
+        _check(self.image_cache_mb >= 0, "model image_cache_mb must be >= 0 (0 turns the cache off)")
 
 
 def _default_vlm() -> ModelConfig:

@@ -52,7 +52,7 @@ def _pipeline_config(args: argparse.Namespace, console: Console) -> tuple[Pipeli
         from .backends.tiny_models import build_tiny_models, tiny_models_complete
 
         models_dir = args.models_dir or default_tiny_models_dir()
-        if not tiny_models_complete(models_dir):
+        if not tiny_models_complete(models_dir, seed=0):
             console.print(f"building the tiny smoke models in {models_dir} ...")
             build_tiny_models(models_dir)
         vlm = vlm or str(models_dir / "vlm")

@@ -17,18 +17,15 @@ TINY_MODELS_ENV = "EMBODIED_R_TINY_MODELS"
 def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding ``vlm/`` (tiny Qwen2.5-VL) and ``lm/`` (tiny Qwen2), random weights, seed 0.
 
-    Reuses the directory named by $EMBODIED_R_TINY_MODELS when it holds a complete build of the current
-    format (e.g. made once with ``embodied-r tiny-models DIR``); otherwise builds into a temporary one.
+    With $EMBODIED_R_TINY_MODELS set (``make test`` sets it), that directory is reused when it holds a
+    complete build of the current format and (re)built there otherwise, so later runs start faster;
+    without it the models are built into a temporary directory.
     """
     from embodied_r_ros.backends.tiny_models import build_tiny_models, tiny_models_complete
 
     given = os.environ.get(TINY_MODELS_ENV, "")
-    if given and tiny_models_complete(Path(given)):
-        return Path(given)
-    if given:
-        logger.warning(
-            "%s=%s is not a complete tiny-model build; building a fresh one", TINY_MODELS_ENV, given
-        )
-    out = tmp_path_factory.mktemp("tiny_models")
-    build_tiny_models(out, seed=0)
+    out = Path(given) if given else tmp_path_factory.mktemp("tiny_models")
+    if not tiny_models_complete(out, seed=0):
+        logger.info("building the tiny models in %s", out)
+        build_tiny_models(out, seed=0)
     return out

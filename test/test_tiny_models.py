@@ -109,7 +109,8 @@ def test_completeness_check_and_command_line(tmp_path, capsys):
     assert main(["tiny-models", str(out), "--seed", "3"]) == 0
     printed = capsys.readouterr().out
     assert f"vlm: {out / 'vlm'}" in printed and f"lm: {out / 'lm'}" in printed
-    assert tiny_models_complete(out)
+    assert tiny_models_complete(out) and tiny_models_complete(out, seed=3)
+    assert not tiny_models_complete(out, seed=0)
     assert json.loads((out / MARKER).read_text())["seed"] == 3
     (out / "lm" / "model.safetensors").unlink()
     assert not tiny_models_complete(out)

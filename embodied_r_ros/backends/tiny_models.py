@@ -328,14 +328,16 @@ def build_tiny_lm(out_dir: Path, seed: int = 0) -> Path:
     return out_dir
 
 
-def tiny_models_complete(root: Path) -> bool:
-    """True when ``root`` holds both tiny models built by this version of the builder."""
+def tiny_models_complete(root: Path, seed: int | None = None) -> bool:
+    """True when ``root`` holds both tiny models built by this version of the builder (with ``seed``)."""
     root = Path(root)
     try:
         marker = json.loads((root / MARKER).read_text())
     except (OSError, ValueError):
         return False
     if marker.get("format_version") != FORMAT_VERSION:
+        return False
+    if seed is not None and marker.get("seed") != seed:
         return False
     needed = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
     vlm_ok = all((root / VLM_SUBDIR / f).is_file() for f in (*needed, "preprocessor_config.json"))

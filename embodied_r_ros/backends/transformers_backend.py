@@ -21,11 +21,14 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from ..config import ModelConfig
 from ..frames import FrameError, validate_image
 from .base import BackendError, ChatRequest
+from .image_cache import EncodedImageCache, image_key
 from .loading import read_model_config, resolve_adapter_dir, resolve_model_dir
+from .segment_tokenizer import SegmentTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +135,7 @@ class TransformersBackend:
                 f"the tokenizer of model {config.model!r} ({self.path}) has no chat template; use an "
                 "instruction-tuned (chat) checkpoint"
             )
+        self.tokenize = SegmentTokenizer(self.tokenizer)
         model_cls = AutoModelForImageTextToText if self.is_vision_language else AutoModelForCausalLM
         try:
             # device_map loads the weights straight onto the device (no full copy in CPU memory first).
@@ -147,6 +151,7 @@ class TransformersBackend:
             model = self._with_adapter(model, config.adapter)
         self.model = model.eval()
         self.image_processor = self._load_image_processor() if vision else None
+        self.image_cache = EncodedImageCache(int(config.image_cache_mb * 2**20))
         logger.info(
             "loaded %s from %s on %s (%s)%s",
             config.model,
@@ -227,62 +232,113 @@ class TransformersBackend:
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return text, images
 
-    def prepare(self, requests: Sequence[ChatRequest]) -> dict[str, torch.Tensor]:
-        """Model inputs for a batch: left-padded ``input_ids`` and ``attention_mask``, and for images
-        ``pixel_values``, ``image_grid_thw`` and ``mm_token_type_ids`` (1 on image tokens), on the device.
+    def prepare(self, requests: Sequence[ChatRequest], *, encoded: bool = False) -> dict[str, Any]:
+        """Model inputs for a batch, on the device: left-padded ``input_ids`` and ``attention_mask``; with
+        images also ``image_grid_thw`` and ``mm_token_type_ids`` (1 on image tokens), and either
+        ``pixel_values`` (every image occurrence, as the processor gives them) or, with ``encoded=True``,
+        ``mm_encoder_outputs`` holding the vision embeddings of each distinct image, encoded once and
+        cached (see :meth:`encode_images`). Both give the same model inputs.
         """
         rendered = [self._render(request, i) for i, request in enumerate(requests)]
-        texts = [text for text, _ in rendered]
+        rows = self.tokenize([text for text, _ in rendered])
         all_images = [image for _, images in rendered for image in images]
-        inputs: dict[str, torch.Tensor] = {}
+        inputs: dict[str, Any] = {}
         if all_images:
-            texts, inputs = self._expand_images(texts, [len(images) for _, images in rendered], all_images)
-        encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        inputs["input_ids"] = encoded["input_ids"]
-        inputs["attention_mask"] = encoded["attention_mask"]
+            if encoded:
+                embeddings, grid = self.encode_images(all_images)
+                inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=embeddings)}
+            else:
+                pixel_values, grid = self.process_images(all_images)
+                inputs["pixel_values"] = pixel_values.to(self.device, self.dtype)
+            inputs["image_grid_thw"] = grid.to(self.device)
+            rows = self._expand_image_tokens(rows, [len(images) for _, images in rendered], grid)
+        inputs["input_ids"], inputs["attention_mask"] = self._left_pad(rows)
         if all_images:
-            image_token_id = self.model.config.image_token_id
-            inputs["mm_token_type_ids"] = (encoded["input_ids"] == image_token_id).to(torch.int32)
-            expected = int((inputs["image_grid_thw"].prod(-1) // self.image_processor.merge_size**2).sum())
-            if int(inputs["mm_token_type_ids"].sum()) != expected:
-                raise BackendError(
-                    f"model {self.config.model!r}: the prompts hold {int(inputs['mm_token_type_ids'].sum())} "
-                    f"image tokens, the images need {expected}; the text must not contain {IMAGE_TOKEN}"
-                )
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
-        return {name: tensor.to(self.device) for name, tensor in inputs.items()}
+            inputs["mm_token_type_ids"] = (inputs["input_ids"] == self.model.config.image_token_id).to(
+                torch.int32
+            )
+        return inputs
 
-    def _expand_images(
-        self, texts: list[str], counts: list[int], images: list[np.ndarray]
-    ) -> tuple[list[str], dict[str, torch.Tensor]]:
-        """Run the image processor and replace each placeholder by as many image tokens as it needs."""
+    def _expand_image_tokens(
+        self, rows: list[list[int]], counts: list[int], grid: torch.Tensor
+    ) -> list[np.ndarray]:
+        """Repeat each row's image placeholder token as often as its image needs tokens.
+
+        Expanding token ids, not text, spares the tokenizer thousands of placeholder tokens per query.
+        """
+        image_token_id = self.model.config.image_token_id
+        tokens_per_image = (grid.prod(-1) // self.image_processor.merge_size**2).numpy()
+        expanded: list[np.ndarray] = []
+        start = 0
+        for index, (row, count) in enumerate(zip(rows, counts, strict=True)):
+            ids = np.asarray(row, dtype=np.int64)
+            placeholders = ids == image_token_id
+            if int(placeholders.sum()) != count:
+                raise BackendError(
+                    f"request {index} to model {self.config.model!r}: the prompt holds "
+                    f"{int(placeholders.sum())} image placeholder(s) for {count} image(s); the chat template "
+                    f"must render each image as {IMAGE_TOKEN} and the text must not contain it"
+                )
+            repeats = np.ones_like(ids)
+            repeats[placeholders] = tokens_per_image[start : start + count]
+            expanded.append(np.repeat(ids, repeats))
+            start += count
+        return expanded
+
+    def _left_pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded ``input_ids`` and ``attention_mask`` on the device (generation continues every row
+        from its last real token)."""
+        length = max(len(row) for row in rows)
+        input_ids = torch.full((len(rows), length), self.tokenizer.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
+        for i, row in enumerate(rows):
+            if len(row):
+                input_ids[i, length - len(row) :] = torch.as_tensor(row, dtype=torch.long)
+                attention_mask[i, length - len(row) :] = 1
+        return input_ids.to(self.device), attention_mask.to(self.device)
+
+    def process_images(self, images: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Patches (``pixel_values``) and ``image_grid_thw`` of ``images`` from the image processor."""
         try:
             processed = self.image_processor(
-                images=images, return_tensors="pt", input_data_format="channels_last"
+                images=list(images), return_tensors="pt", input_data_format="channels_last"
             )
         except ValueError as exc:  # e.g. an image smaller than a patch or thinner than 1:200
             shapes = ", ".join(str(image.shape) for image in images)
             raise BackendError(
                 f"model {self.config.model!r} cannot take images of shapes {shapes}: {exc}"
             ) from exc
-        grid = processed["image_grid_thw"]
-        tokens_per_image = (grid.prod(-1) // self.image_processor.merge_size**2).tolist()
-        expanded: list[str] = []
-        start = 0
-        for index, (text, count) in enumerate(zip(texts, counts, strict=True)):
-            pieces = text.split(IMAGE_TOKEN)
-            if len(pieces) - 1 != count:
-                raise BackendError(
-                    f"request {index} to model {self.config.model!r}: the chat template rendered "
-                    f"{len(pieces) - 1} image placeholder(s) for {count} image(s); the tokenizer's template "
-                    f"must render images as {IMAGE_TOKEN} and the text must not contain it"
+        return processed["pixel_values"], processed["image_grid_thw"]
+
+    def encode_images(self, images: Sequence[np.ndarray]) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Vision-tower embeddings (one tensor per image, in order) and ``image_grid_thw`` of ``images``.
+
+        Each distinct image is preprocessed and encoded once: consecutive key-frame pairs share a frame,
+        and repeated questions over a window share all of them. Embeddings are kept in a content-keyed
+        LRU cache (``config.image_cache_mb``); calling this as key frames arrive moves the work off the
+        query path.
+        """
+        keys = [image_key(image) for image in images]
+        found: dict[bytes, tuple[torch.Tensor, torch.Tensor]] = {}
+        missing: dict[bytes, np.ndarray] = {}
+        for key, image in zip(keys, images, strict=True):
+            if key in found or key in missing:
+                continue
+            entry = self.image_cache.get(key)
+            if entry is None:
+                missing[key] = image
+            else:
+                found[key] = entry
+        if missing:
+            pixel_values, grids = self.process_images(list(missing.values()))
+            with torch.no_grad():
+                encoded = self._require_open().get_image_features(
+                    pixel_values.to(self.device, self.dtype), grids.to(self.device), return_dict=True
                 )
-            out = [pieces[0]]
-            for n, piece in zip(tokens_per_image[start : start + count], pieces[1:], strict=True):
-                out.append(IMAGE_TOKEN * n + piece)
-            expanded.append("".join(out))
-            start += count
-        return expanded, {"pixel_values": processed["pixel_values"], "image_grid_thw": grid}
+            for key, embedding, grid in zip(missing, encoded.pooler_output, grids, strict=True):
+                found[key] = (embedding, grid)
+                self.image_cache.put(key, embedding, grid)
+        return [found[key][0] for key in keys], torch.stack([found[key][1] for key in keys])
 
     # --- running the model -----------------------------------------------------------------------
 
@@ -332,7 +388,7 @@ class TransformersBackend:
             return GenerationOutput([], [])
         with self._lock, torch.no_grad():
             model = self._require_open()
-            inputs = self.prepare(requests)
+            inputs = self.prepare(requests, encoded=True)
             config = self._generation_config(max_new_tokens, temperature, return_logits)
             out = model.generate(**inputs, generation_config=config)
         new_tokens = out.sequences[:, inputs["input_ids"].shape[1] :].cpu()
@@ -364,5 +420,6 @@ class TransformersBackend:
         with self._lock:
             on_gpu = self.device.type == "cuda"
             self.model = None
+            self.image_cache.clear()
             if on_gpu:
                 torch.cuda.empty_cache()
