@@ -1,12 +1,15 @@
 """The ``embodied-r`` command: one entry point, one subcommand per job.
 
-Each subcommand lives in its own module and registers itself here with ``add_parser``-style functions, so
-this file stays a table of contents.
+Each subcommand lives in its own module, which has ``register(subparsers)`` adding its parser(s) with
+``set_defaults(func=...)``; :data:`COMMAND_MODULES` lists them in the order ``embodied-r --help`` shows.
+Modules are imported when the parser is built; keep their top-level imports light (torch, rclpy and
+transformers are imported inside the command functions).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -28,10 +31,8 @@ def _tiny_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(args)
+# Each module's register(subparsers) adds its subcommand(s).
+COMMAND_MODULES: tuple[str, ...] = ("embodied_r_ros.demo",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,11 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--seed", type=int, default=0, help="weight seed; the same seed gives the same files")
     tiny.set_defaults(func=_tiny_models)
 
-    from .demo import add_demo_arguments
-
-    demo = sub.add_parser("demo", help="answer questions about a synthetic clip with the core pipeline")
-    add_demo_arguments(demo)
-    demo.set_defaults(func=_demo)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 

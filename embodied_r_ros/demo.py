@@ -31,8 +31,12 @@ def default_tiny_models_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "embodied_r_ros" / "tiny-models"
 
 
-def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
-    """The demo's flags (shared by ``embodied-r demo``)."""
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r demo``."""
+    parser = subparsers.add_parser(
+        "demo", help="answer questions about a synthetic clip with the core pipeline"
+    )
+    parser.set_defaults(func=run_demo)
     parser.add_argument("--vlm", default="", help="VLM repo id or directory (default: tiny smoke model)")
     parser.add_argument("--lm", default="", help="LM repo id or directory (default: tiny smoke model)")
     parser.add_argument(
