@@ -49,7 +49,9 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 bench: build
-	$(RUN) python bench/bench_keyframes.py && python bench/bench_pipeline.py
+	mkdir -p out
+	$(RUN) python bench/bench_keyframes.py --json out/bench_keyframes.json && \
+		EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_pipeline.py --json out/bench_pipeline.json
 
 clean:
 	rm -rf build install log
