@@ -10,21 +10,12 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from .ego_motion import ACTION_LABELS
+
 PROMPT_VERSION = "1"
 
-# The paper's ten action labels, in its order.
-ACTIONS: tuple[str, ...] = (
-    "move forward",
-    "move backward",
-    "move left",
-    "move right",
-    "move upward",
-    "move downward",
-    "rotate left",
-    "rotate right",
-    "tilt downward",
-    "tilt upward",
-)
+# The paper's ten action labels, in its order (defined with the motions they name).
+ACTIONS: tuple[str, ...] = ACTION_LABELS
 
 OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -16,6 +16,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from ..ego_motion import ACTION_LABELS
+
 logger = logging.getLogger(__name__)
 
 # Bump when the layout or architecture of the tiny models changes, so stale caches are rebuilt.
@@ -75,12 +77,7 @@ MAX_PIXELS = 256 * PATCH_SIZE * PATCH_SIZE
 # different inputs instead of repeating one token, so tests comparing outputs can actually fail.
 INIT_RANGE = 0.1
 
-ACTIONS = tuple(
-    (
-        "move forward, move backward, move left, move right, move upward, move downward, rotate left, "
-        "rotate right, tilt downward, tilt upward"
-    ).split(", ")
-)
+ACTIONS = ACTION_LABELS  # the paper's ten actions, in the tokenizer's training corpus
 _OBJECTS = tuple(
     (
         "chair, table, sofa, bed, lamp, door, window, shelf, cabinet, television, monitor, desk, plant, "
