@@ -51,7 +51,8 @@ lint: venv
 bench: build
 	mkdir -p out
 	$(RUN) python bench/bench_keyframes.py --json out/bench_keyframes.json && \
-		EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_pipeline.py --json out/bench_pipeline.json
+		EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_pipeline.py --json out/bench_pipeline.json && \
+		python bench/bench_synth.py --json out/bench_synth.json
 
 clean:
 	rm -rf build install log

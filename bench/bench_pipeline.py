@@ -25,9 +25,12 @@ from pathlib import Path
 import torch
 
 from embodied_r_ros.backends import load_backend
-from embodied_r_ros.backends.tiny_models import build_tiny_models, tiny_models_complete
+from embodied_r_ros.backends.tiny_models import (
+    build_tiny_models,
+    default_tiny_models_dir,
+    tiny_models_complete,
+)
 from embodied_r_ros.config import ModelConfig
-from embodied_r_ros.demo import default_tiny_models_dir
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR

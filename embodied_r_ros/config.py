@@ -181,3 +181,81 @@ def load_yaml(path: str | Path, cls: type[T] = PipelineConfig) -> T:  # type: ig
 def to_dict(config: Any) -> dict[str, Any]:
     """The plain-dict form of a config dataclass (for YAML, logs and ROS parameters)."""
     return dataclasses.asdict(config)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The ROS node's own settings. Its parameters are exactly the fields of NodeConfig, dotted
+# ("camera.topic", "vlm.model", ...); embodied_r_ros.node_params declares them with descriptions and ranges.
+
+QOS_PROFILES = ("sensor_data", "reliable")
+
+
+@dataclass
+class CameraConfig:
+    """Camera input of the node."""
+
+    topic: str = "camera/image_raw"  # sensor_msgs/Image; relative names resolve in the node's namespace
+    compressed: bool = False  # subscribe to sensor_msgs/CompressedImage on <topic>/compressed instead
+    qos: str = "sensor_data"  # "sensor_data" (best effort, keep last) or "reliable"
+    qos_depth: int = 5
+    jump_back_reset_s: float = 1.0  # a stamp this far behind the newest clears the history; 0 = never
+
+    def __post_init__(self) -> None:
+        _check(bool(self.topic.strip()), "camera.topic must not be empty")
+        _check(
+            self.qos in QOS_PROFILES, f"camera.qos must be one of {', '.join(QOS_PROFILES)}, got {self.qos!r}"
+        )
+        _check(self.qos_depth >= 1, "camera.qos_depth must be >= 1")
+        _check(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
+
+
+@dataclass
+class OdometryConfig:
+    """Optional odometry (nav_msgs/Odometry): key frames get the pose interpolated at their stamp."""
+
+    topic: str = "odom"  # "" = no odometry (the VLM then labels the actions, as in the paper)
+    max_gap_s: float = 0.5  # a key frame farther than this from any odometry sample gets no pose
+
+    def __post_init__(self) -> None:
+        _check(self.max_gap_s > 0, "odometry.max_gap_s must be > 0")
+
+
+@dataclass
+class QueryConfig:
+    """How the node serves questions."""
+
+    window_s: float = 60.0  # history a question covers when it asks for 0 s
+    timeout_s: float = 120.0  # from arrival (queue wait included) to answer
+    queue_length: int = 2  # questions waiting behind the running one; more get "busy" at once
+    publish_keyframes: bool = True  # publish each answer's key frames on ~/keyframes
+    pre_encode_keyframes: bool = True  # encode new key frames with the VLM's vision tower while idle
+
+    def __post_init__(self) -> None:
+        _check(self.window_s > 0, "query.window_s must be > 0 seconds")
+        _check(self.timeout_s > 0, "query.timeout_s must be > 0 seconds")
+        _check(0 <= self.queue_length <= 64, "query.queue_length must be in 0..64")
+
+
+@dataclass
+class NodeConfig:
+    """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
+
+    camera: CameraConfig = field(default_factory=CameraConfig)
+    odometry: OdometryConfig = field(default_factory=OdometryConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    vlm: ModelConfig = field(default_factory=_default_vlm)
+    lm: ModelConfig = field(default_factory=_default_lm)
+    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+    diagnostics_period_s: float = 1.0
+    # CPU threads for in-process (transformers) models; 0 = all cores but one, so that inference on the CPU
+    # does not starve the camera subscription and DDS (on 2 cores it made a 30 Hz stream stall for seconds).
+    torch_threads: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.diagnostics_period_s > 0, "diagnostics_period_s must be > 0 seconds")
+        _check(self.torch_threads >= 0, "torch_threads must be >= 0 (0 = all cores but one)")
+
+    def pipeline(self) -> PipelineConfig:
+        """The core pipeline's part of this configuration."""
+        return PipelineConfig(vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer)

@@ -1,131 +1,175 @@
-"""``embodied-r demo``: the core pipeline on a short synthetic clip, printed step by step.
+"""``embodied-r demo``: a synthetic scene, the node, the bag played to it, its questions asked over ROS.
 
-Without ``--vlm``/``--lm`` it builds (or reuses) the tiny random-weight smoke models, so it runs anywhere
-in seconds; with real model paths the same flow gives real answers.
+    embodied-r demo [--vlm M --lm M] [--out out/demo] [--questions 6] [--rate 2]
+    embodied-r demo --core      # the core pipeline in-process, no ROS (see demo_core.py)
+
+1. ``embodied-r synth`` renders one scene (a rosbag2 and its ground-truth questions);
+2. ``embodied-r run`` starts the ``embodied_r`` node (tiny random-weight models unless --vlm/--lm);
+3. ``embodied-r play`` publishes the bag's camera and odometry to it;
+4. the scene's questions go to the node's ``~/ask`` service; each answer is printed next to its ground
+   truth, and ``OUT/report.html`` shows the key frames, descriptions, reasoning and latencies.
+
+Each step is the same command a user runs by hand; the node and the player are separate processes, so the
+messages really cross DDS.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.panel import Panel
-from rich.table import Table
+from embodied_r_training.synth import parse_size
 
-from .config import ModelConfig, PipelineConfig
-from .keyframes import StreamingKeyFrameSelector
-from .pipeline import EmbodiedR
-from .synthetic_clip import synthetic_clip
-
-DEFAULT_QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Which way did I turn while walking?", ("left", "right", "I did not turn", "I turned around twice")),
-    ("How far did I walk?", ()),
+DEMO_SEED = 0
+SMOKE_BANNER = (
+    "SMOKE RUN with RANDOM-WEIGHT tiny models: the node, DDS, key frames, the batched VLM call, the LM and\n"
+    "the parsing are all real, but the descriptions and answers are noise. For real answers:\n"
+    "make demo VLM=Qwen/Qwen2.5-VL-7B-Instruct LM=Qwen/Qwen2.5-3B-Instruct (models on disk, a GPU helps)."
 )
-
-
-def default_tiny_models_dir() -> Path:
-    """Where the tiny smoke models live: $EMBODIED_R_TINY_MODELS, else ~/.cache/embodied_r_ros/tiny-models."""
-    env = os.environ.get("EMBODIED_R_TINY_MODELS")
-    return Path(env) if env else Path.home() / ".cache" / "embodied_r_ros" / "tiny-models"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``embodied-r demo``."""
     parser = subparsers.add_parser(
-        "demo", help="answer questions about a synthetic clip with the core pipeline"
+        "demo", help="synthetic scene -> node -> bag -> questions over the service -> answers and HTML report"
     )
     parser.set_defaults(func=run_demo)
+    parser.add_argument(
+        "--core", action="store_true", help="run the core pipeline in-process instead (no ROS)"
+    )
     parser.add_argument("--vlm", default="", help="VLM repo id or directory (default: tiny smoke model)")
     parser.add_argument("--lm", default="", help="LM repo id or directory (default: tiny smoke model)")
-    parser.add_argument(
-        "--models-dir", type=Path, default=None, help="where the tiny models are built/reused"
-    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--seconds", type=float, default=12.0, help="length of the synthetic clip")
-    parser.add_argument("--max-new-tokens", type=int, default=48, help="per model call (tiny models ramble)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("out/demo"), help="scene, answers and report go here"
+    )
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of synthetic video")
+    parser.add_argument(
+        "--size", type=parse_size, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
+    )
+    parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
+    parser.add_argument("--questions", type=int, default=6, help="how many of the scene's questions to ask")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models)"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
 
 
-def _pipeline_config(args: argparse.Namespace, console: Console) -> tuple[PipelineConfig, bool]:
-    """The models to use, and whether they are the random-weight smoke models."""
-    smoke = not (args.vlm and args.lm)
-    vlm, lm = args.vlm, args.lm
-    if smoke:
-        from .backends.tiny_models import build_tiny_models, tiny_models_complete
+def pick_questions(path: Path, count: int) -> list[dict]:
+    """Up to ``count`` questions whose window ends at the end of the bag (the node's window ends at its
+    newest frame), one per task type first, in file order."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not records:
+        return []
+    end_ns = max(r["end_ns"] for r in records)
+    candidates = [r for r in records if r["end_ns"] == end_ns]
+    picked, tasks = [], set()
+    for record in candidates:  # one per task first, for variety
+        if record["task"] not in tasks and len(picked) < count:
+            picked.append(record)
+            tasks.add(record["task"])
+    for record in candidates:
+        if record not in picked and len(picked) < count:
+            picked.append(record)
+    return picked
 
-        models_dir = args.models_dir or default_tiny_models_dir()
-        if not tiny_models_complete(models_dir, seed=0):
-            console.print(f"building the tiny smoke models in {models_dir} ...")
-            build_tiny_models(models_dir)
-        vlm = vlm or str(models_dir / "vlm")
-        lm = lm or str(models_dir / "lm")
-    common = dict(device=args.device, dtype=args.dtype, max_new_tokens=args.max_new_tokens)
-    return PipelineConfig(vlm=ModelConfig(model=vlm, **common), lm=ModelConfig(model=lm, **common)), smoke
+
+def _command() -> list[str]:
+    """How to start ``embodied-r`` itself in a child process."""
+    installed = shutil.which("embodied-r")
+    return [installed] if installed else [sys.executable, "-m", "embodied_r_ros.cli"]
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the demo and print key frames, descriptions, reasoning and answers."""
-    console = Console()
-    config, smoke = _pipeline_config(args, console)
+    """Run the whole demo; returns 0 when every question got an answer."""
+    if args.core:
+        from .demo_core import run_core_demo
+
+        return run_core_demo(args)
+    from embodied_r_training.synth import SynthConfig, synthesize
+
+    from .backends.tiny_models import default_tiny_models_dir
+
+    smoke = not (args.vlm and args.lm)
     if smoke:
-        console.print(
-            Panel(
-                "SMOKE RUN with RANDOM-WEIGHT tiny models: every stage below is real code on real model\n"
-                "calls, but the descriptions and answers are noise. Pass --vlm and --lm\n"
-                "(or `make demo VLM=... LM=...`) for real answers.",
-                title="embodied-r demo",
-                style="bold yellow",
-            )
-        )
-    clip = synthetic_clip(seconds=args.seconds)
-    console.print(
-        f"synthetic clip: {len(clip)} frames, {clip.duration_s:.1f} s, "
-        f"{clip.frames[0].width}x{clip.frames[0].height}, poses from odometry"
+        print("=" * 100 + "\n" + SMOKE_BANNER + "\n" + "=" * 100, flush=True)
+    out = args.out
+    width, height = args.size
+    config = SynthConfig(
+        out=out, seed=DEMO_SEED, width=width, height=height, duration_s=args.duration, preview=True
     )
+    if config.scene_dir(0).exists():
+        shutil.rmtree(config.scene_dir(0))  # the demo's own output from an earlier run
+    print(f"[1/4] rendering a synthetic scene into {out} ...", flush=True)
+    scene_dir = synthesize(config)[0].directory
+    questions = pick_questions(scene_dir / "questions.jsonl", args.questions)
+    asked = out / "demo_questions.jsonl"
+    asked.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    print(f"      {scene_dir / 'bag'}, {len(questions)} questions, preview {scene_dir / 'preview.png'}")
 
-    # Stream the frames as the node does, then take the key frames of the whole clip.
-    selector = StreamingKeyFrameSelector(config.keyframes)
-    for frame in clip.frames:
-        selector.push(frame)
-    keyframes = selector.keyframes_in_window(clip.frames[0].stamp_ns, clip.frames[-1].stamp_ns)
-    table = Table(title=f"{len(keyframes)} key frames")
-    for column in ("#", "t (s)", "candidate", "position (m)", "yaw (deg)"):
-        table.add_column(column)
-    import math
-
-    for j, keyframe in enumerate(keyframes):
-        pose = keyframe.frame.pose
-        x, y, _ = pose.position if pose else (math.nan, math.nan, 0.0)
-        yaw = math.degrees(2 * math.atan2(pose.orientation[2], pose.orientation[3])) if pose else math.nan
-        t = (keyframe.frame.stamp_ns - clip.frames[0].stamp_ns) / 1e9
-        table.add_row(str(j), f"{t:.1f}", str(keyframe.index), f"({x:.2f}, {y:.2f})", f"{yaw:.0f}")
-    console.print(table)
-
-    console.print(f"loading VLM {config.vlm.model} and LM {config.lm.model} ...")
-    pipeline = EmbodiedR.from_config(config)
-    try:
-        for question, options in DEFAULT_QUESTIONS:
-            answer = pipeline.answer(question, options, keyframes=keyframes)
-            console.rule(f"[bold]{question}")
-            if options:
-                console.print("options: " + "  ".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options)))
-            for description in answer.descriptions:
-                console.print(
-                    f"[cyan]frame {description.index}[/] "
-                    f"[dim]({description.action_source})[/] {description.as_text()[:200]}"
-                )
-            console.print(f"[magenta]reasoning:[/] {answer.think[:400] or '(none)'}")
-            shown = answer.choice or (f"{answer.value:g}" if answer.value is not None else answer.text[:80])
-            console.print(f"[green]answer:[/] {shown or '(unreadable)'}   well formed: {answer.well_formed}")
-            console.print(
-                f"[dim]perception {answer.perception_s:.2f} s, reasoning {answer.reasoning_s:.2f} s[/]"
-            )
-    finally:
-        pipeline.close()
+    node_cmd = [*_command(), "run", "--device", args.device]
+    node_cmd += ["--set", f"query.window_s={args.duration + 1.0}", "--set", "camera.qos=reliable"]
+    tokens = args.max_new_tokens or (48 if smoke else 0)
+    if tokens:
+        node_cmd += ["--max-new-tokens", str(tokens)]
     if smoke:
-        console.print(
-            "[yellow]Reminder: random-weight smoke models; the answers above are not meaningful.[/]"
+        node_cmd += ["--tiny-models", str(default_tiny_models_dir())]
+    else:
+        node_cmd += ["--vlm", args.vlm, "--lm", args.lm]
+    print("[2/4] starting the node: " + " ".join(node_cmd), flush=True)
+    node = subprocess.Popen(node_cmd, start_new_session=True)
+    try:
+        print(f"[3/4] playing the bag at {args.rate:g}x ...", flush=True)
+        play = subprocess.run(
+            [
+                *_command(),
+                "play",
+                str(scene_dir / "bag"),
+                "--rate",
+                str(args.rate),
+                "--wait-subscribers",
+                "120",
+                "--topics",
+                "/camera/image_raw",
+                "/odom",
+            ],
+            check=False,
         )
-    return 0
+        if play.returncode != 0:
+            print(f"embodied-r demo: error: playing the bag failed (exit {play.returncode})", file=sys.stderr)
+            return 1
+        if node.poll() is not None:
+            print(f"embodied-r demo: error: the node exited (code {node.returncode})", file=sys.stderr)
+            return 1
+        report = out / "report.html"
+        print(f"[4/4] asking {len(questions)} questions over the ~/ask service ...", flush=True)
+        ask_cmd = [*_command(), "ask", "--questions", str(asked), "--report", str(report), "--wait", "120"]
+        ask_cmd += ["--timeout", str(args.timeout)]
+        if smoke:
+            ask_cmd += ["--banner", SMOKE_BANNER.replace("\n", " ")]
+        answered = subprocess.run(ask_cmd, check=False)
+        if smoke:
+            print("Reminder: random-weight smoke models; the answers above are not meaningful.")
+        return answered.returncode
+    finally:
+        _stop(node)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a child started in its own session (SIGINT first, as Ctrl-C would)."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGINT)
+    deadline = time.monotonic() + 10.0
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

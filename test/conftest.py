@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,16 @@ import pytest
 logger = logging.getLogger(__name__)
 
 TINY_MODELS_ENV = "EMBODIED_R_TINY_MODELS"
+
+
+@pytest.fixture(scope="module")
+def ros_domain():
+    """Every process of a module talks in its own random DDS domain on this host only (set before
+    rclpy.init and inherited by the subprocesses a test starts)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
+        patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        yield
 
 
 @pytest.fixture(scope="session")

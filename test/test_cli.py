@@ -15,10 +15,11 @@ def _run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Comp
     return subprocess.run([command, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
-def test_demo_runs_the_pipeline_and_says_the_models_are_smoke_models(tiny_models_dir):
+def test_core_demo_runs_the_pipeline_and_says_the_models_are_smoke_models(tiny_models_dir):
     result = _run(
         "demo",
-        "--seconds",
+        "--core",
+        "--duration",
         "6",
         "--max-new-tokens",
         "8",
@@ -34,6 +35,7 @@ def test_demo_runs_the_pipeline_and_says_the_models_are_smoke_models(tiny_models
 def test_missing_model_is_one_clear_line_not_a_traceback(tmp_path):
     result = _run(
         "demo",
+        "--core",
         "--vlm",
         str(tmp_path / "no-such-vlm"),
         "--lm",
@@ -49,3 +51,28 @@ def test_help_lists_the_subcommands():
     result = _run("--help")
     assert result.returncode == 0
     assert "tiny-models" in result.stdout and "demo" in result.stdout
+
+
+def test_ros_demo_answers_a_synthetic_scene_over_dds(tiny_models_dir, tmp_path, ros_domain):
+    """The full demo: synth -> node process -> play process -> ask process -> HTML report."""
+    out = tmp_path / "demo"
+    result = _run(
+        "demo",
+        "--out",
+        str(out),
+        "--duration",
+        "6",
+        "--rate",
+        "4",
+        "--questions",
+        "2",
+        "--max-new-tokens",
+        "8",
+        env_extra={"EMBODIED_R_TINY_MODELS": str(tiny_models_dir)},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "RANDOM-WEIGHT" in result.stdout
+    assert result.stdout.count("ground truth:") == 2 and "NO ANSWER" not in result.stdout
+    report = (out / "report.html").read_text()
+    assert report.count("data:image/jpeg;base64,") >= 4  # the key frames came back over ~/keyframes
+    assert (out / "scene_0000" / "preview.png").is_file()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,12 @@ def build_tiny_lm(out_dir: Path, seed: int = 0) -> Path:
     _save_model(model, out_dir)
     _write_generation_config(out_dir, tokenizer)
     return out_dir
+
+
+def default_tiny_models_dir() -> Path:
+    """Where the tiny smoke models live: $EMBODIED_R_TINY_MODELS, else ~/.cache/embodied_r_ros/tiny-models."""
+    env = os.environ.get("EMBODIED_R_TINY_MODELS")
+    return Path(env) if env else Path.home() / ".cache" / "embodied_r_ros" / "tiny-models"
 
 
 def tiny_models_complete(root: Path, seed: int | None = None) -> bool:

@@ -1,0 +1,204 @@
+"""Camera ingest of the embodied_r node: callback cost per 640x480 rgb8 frame at 30 Hz, and frames received by
+the node vs by a plain rclpy subscriber on the same publisher, in the same run.
+
+Three processes over DDS (an isolated domain, this host only): a publisher (like a camera driver:
+sensor-data QoS, 640x480 rgb8 at 30 Hz, frames of the synthetic clip), a plain rclpy subscriber that only
+counts, and this process running the full node (tiny models loaded, pre-encoding on) on a
+MultiThreadedExecutor. The node's camera callback times itself (conversion, key-frame selector, storing the
+candidates); the process CPU time per frame adds what rclpy and DDS spend around it (taking the message,
+deserializing 921 KB, the executor). Goals: mean callback <= 1 ms; node receives >= 99 % of what the plain
+subscriber receives.
+
+With Fast DDS's defaults, 921 KB frames exceed the 512 KB shared-memory segment and travel as UDP
+fragments; with best-effort QoS most are lost for both subscribers. ``--fastdds-profile
+config/fastdds_large_images.xml`` (a 32 MB segment) or ``--qos reliable`` measure the node itself.
+
+Run:  python bench/bench_node_ingest.py [--seconds 20] [--rate 30] [--qos sensor_data|reliable]
+          [--fastdds-profile config/fastdds_large_images.xml] [--json out/bench_node_ingest.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+WIDTH, HEIGHT = 640, 480
+
+
+def camera_qos(name: str):
+    """The QoS of the camera topic: "sensor_data" (best effort, depth 5) or "reliable" (depth 5)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+    return (
+        qos_profile_sensor_data
+        if name == "sensor_data"
+        else QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+    )
+
+
+def publisher(seconds: float, rate: float, subscribers: int, qos: str) -> None:
+    """Publish ``seconds * rate`` frames once ``subscribers`` subscriptions are matched; print the count."""
+    import rclpy
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.ros_messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.synthetic_clip import synthetic_clip
+
+    rclpy.init()
+    node = rclpy.create_node("bench_camera")
+    pub = node.create_publisher(Image, "/camera/image_raw", camera_qos(qos))
+    clip = synthetic_clip(seconds=4.0, fps=rate, size=(WIDTH, HEIGHT))
+    messages = [rgb_image_message(f.image, 0, "camera") for f in clip.frames]
+    deadline = time.monotonic() + 60
+    while pub.get_subscription_count() < subscribers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # let both readers finish matching
+    count = int(seconds * rate)
+    start, stamp0 = time.monotonic(), time.time_ns()
+    for i in range(count):
+        target = start + i / rate
+        delay = target - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        message = messages[i % len(messages)]
+        message.header.stamp = ns_to_time(stamp0 + round(i * 1e9 / rate))
+        pub.publish(message)
+    print(json.dumps({"published": count, "seconds": time.monotonic() - start}), flush=True)
+    time.sleep(1.0)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def plain_subscriber(idle_s: float, qos: str) -> None:
+    """Count frames until none came for ``idle_s`` after the first one; print the count."""
+    import rclpy
+    from sensor_msgs.msg import Image
+
+    rclpy.init()
+    node = rclpy.create_node("bench_plain_subscriber")
+    received = [0]
+    last = [time.monotonic() + 120]
+
+    def on_image(_message) -> None:
+        received[0] += 1
+        last[0] = time.monotonic()
+
+    node.create_subscription(Image, "/camera/image_raw", on_image, camera_qos(qos))
+    cpu = time.process_time()
+    while time.monotonic() - last[0] < idle_s:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    print(json.dumps({"received": received[0], "cpu_s": time.process_time() - cpu}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--rate", type=float, default=30.0)
+    parser.add_argument(
+        "--qos", choices=["sensor_data", "reliable"], default="sensor_data", help="camera QoS"
+    )
+    parser.add_argument(
+        "--fastdds-profile",
+        type=Path,
+        default=None,
+        help="Fast DDS XML for every process (config/fastdds_large_images.xml)",
+    )
+    parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--role", choices=["bench", "publisher", "plain"], default="bench", help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.role == "publisher":
+        return publisher(args.seconds, args.rate, subscribers=2, qos=args.qos)
+    if args.role == "plain":
+        return plain_subscriber(idle_s=3.0, qos=args.qos)
+
+    if args.fastdds_profile:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(args.fastdds_profile.resolve())
+    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from embodied_r_ros.backends.tiny_models import (
+        build_tiny_models,
+        default_tiny_models_dir,
+        tiny_models_complete,
+    )
+    from embodied_r_ros.node import EmbodiedRNode
+
+    models = args.models_dir or default_tiny_models_dir()
+    if not tiny_models_complete(models, seed=0):
+        build_tiny_models(models)
+    rclpy.init()
+    overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"), "vlm.device": "cpu",
+                 "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos}  # fmt: skip
+    node = EmbodiedRNode(parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    executor = MultiThreadedExecutor(num_threads=node.executor_threads)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+
+    me = [
+        sys.executable,
+        __file__,
+        "--seconds",
+        str(args.seconds),
+        "--rate",
+        str(args.rate),
+        "--qos",
+        args.qos,
+    ]
+    me.append("--role")
+    plain = subprocess.Popen([*me, "plain"], stdout=subprocess.PIPE, text=True)
+    cpu_before, wall_before = time.process_time(), time.monotonic()
+    camera = subprocess.run([*me, "publisher"], capture_output=True, text=True, check=True)
+    plain_out, _ = plain.communicate(timeout=120)
+    cpu, wall = time.process_time() - cpu_before, time.monotonic() - wall_before
+    published = json.loads(camera.stdout.strip().splitlines()[-1])["published"]
+    plain = json.loads(plain_out.strip().splitlines()[-1])
+    plain_received = plain["received"]
+    stats = node.stats
+    node_received = stats.frames_received
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "frame": f"{WIDTH}x{HEIGHT} rgb8 at {args.rate:g} Hz for {args.seconds:g} s, QoS {args.qos}",
+        "fastdds_profile": str(args.fastdds_profile or "default"),
+        "published": published,
+        "received_by_plain_subscriber": plain_received,
+        "received_by_node": node_received,
+        "node_vs_plain_percent": round(100.0 * node_received / max(1, plain_received), 2),
+        "callback_mean_ms": round(1e3 * stats.ingest_s_total / max(1, stats.ingest_count), 3),
+        "callback_max_ms": round(1e3 * stats.ingest_s_max, 3),
+        "frames_stored_candidates": stats.frames_stored,
+        "frames_dropped": dict(stats.dropped),
+        "node_process_cpu_ms_per_frame": round(1e3 * cpu / max(1, node_received), 3),
+        "node_process_cpu_share_of_one_core": round(cpu / wall, 3),
+        "plain_subscriber_cpu_ms_per_frame": round(1e3 * plain["cpu_s"] / max(1, plain_received), 3),
+    }
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+    executor.shutdown(timeout_sec=2.0)
+    spinner.join(timeout=5.0)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

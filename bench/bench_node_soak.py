@@ -1,0 +1,234 @@
+"""Soak test of the embodied_r node: camera at 30 Hz with odometry and a question every 10 s, for minutes.
+
+The node runs as its own process (the installed ``embodied_r_node`` executable, tiny models, the shipped
+parameters file plus overrides) in an isolated DDS domain; this process publishes 640x480 rgb8 frames and
+odometry at the camera rate, asks through ``~/ask`` (alternating a multiple-choice and an open question),
+samples the node's resident memory (/proc/PID/status) every 5 s and reads its /diagnostics. Reports: node
+memory after warm-up (flat = max/min within 5 %), questions asked / answered / failed (goal: none failed),
+latency percentiles, frames published / received / dropped by the node.
+
+The node keeps ``--history-s`` of history (default 60 s, so that its buffers reach their steady size
+during the warm-up; the default node keeps 600 s and reaches it after 10 minutes).
+
+Run:  python bench/bench_node_soak.py [--minutes 10] [--rate 30] [--question-period 10] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+OPEN_QUESTION = ("How far did I walk, in metres?", [])
+CHOICE_QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=30.0, help="camera and odometry rate, Hz")
+    parser.add_argument("--question-period", type=float, default=10.0, help="seconds between questions")
+    parser.add_argument("--history-s", type=float, default=60.0, help="the node's buffer.history_s")
+    parser.add_argument("--warmup-minutes", type=float, default=2.0, help="(at most 40 %% of the run)")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
+    parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    import rclpy
+    from ament_index_python.packages import get_package_prefix, get_package_share_directory
+    from diagnostic_msgs.msg import DiagnosticArray
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.ask import SpatialClient
+    from embodied_r_ros.backends.tiny_models import (
+        build_tiny_models,
+        default_tiny_models_dir,
+        tiny_models_complete,
+    )
+    from embodied_r_ros.frames import NS_PER_S
+    from embodied_r_ros.ros_messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.synthetic_clip import synthetic_clip
+
+    models = args.models_dir or default_tiny_models_dir()
+    if not tiny_models_complete(models, seed=0):
+        build_tiny_models(models)
+    width, height = (int(v) for v in args.size.split("x"))
+    executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
+    params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
+    overrides = {
+        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
+        "vlm.device": "cpu", "lm.device": "cpu",
+        "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
+        "camera.qos": "reliable", "buffer.history_s": float(args.history_s), "query.window_s": 30.0,
+    }  # fmt: skip
+    command = [str(executable), "--ros-args", "--params-file", str(params)]
+    for name, value in overrides.items():
+        command += ["-p", f"{name}:={value}"]
+    node = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    rclpy.init()
+    bench = rclpy.create_node("bench_soak")
+    images = bench.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
+    odometry = bench.create_publisher(Odometry, "/odom", QoSProfile(depth=5))
+    diagnostics: dict[str, str] = {}
+
+    def on_diagnostics(array) -> None:
+        for status in array.status:
+            if status.name.startswith("/embodied_r"):
+                diagnostics.update({kv.key: kv.value for kv in status.values})
+
+    bench.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    executor = SingleThreadedExecutor()
+    executor.add_node(bench)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    client = SpatialClient("/embodied_r")
+    client.wait_for_node(120)
+    while not (images.get_subscription_count() and odometry.get_subscription_count()):
+        time.sleep(0.05)
+
+    clip = synthetic_clip(seconds=3.0, fps=args.rate, size=(width, height))
+    messages = [rgb_image_message(f.image, 0, "camera") for f in clip.frames]
+    stop = threading.Event()
+    published = [0]
+
+    def camera() -> None:
+        start, stamp0 = time.monotonic(), time.time_ns()
+        i = 0
+        while not stop.is_set():
+            delay = start + i / args.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            stamp = stamp0 + round(i * NS_PER_S / args.rate)
+            frame = clip.frames[i % len(clip.frames)]
+            message = Odometry()
+            message.header.stamp = ns_to_time(stamp)
+            p, q = message.pose.pose.position, message.pose.pose.orientation
+            p.x, p.y, p.z = frame.pose.position
+            q.x, q.y, q.z, q.w = frame.pose.orientation
+            odometry.publish(message)
+            image = messages[i % len(messages)]
+            image.header.stamp = ns_to_time(stamp)
+            images.publish(image)
+            published[0] += 1
+            i += 1
+
+    camera_thread = threading.Thread(target=camera, daemon=True)
+    camera_thread.start()
+    run_s = args.minutes * 60
+    warmup_s = min(args.warmup_minutes * 60, 0.4 * run_s)
+    start = time.monotonic()
+    samples: list[tuple[float, float]] = []
+    received_series: list[tuple[int, int, int]] = []  # (s, published, received by the node)
+    latencies: list[float] = []
+    failures: list[str] = []
+    asked = 0
+    next_question = start + args.question_period
+    next_sample = start
+    while time.monotonic() - start < run_s:
+        now = time.monotonic()
+        if now >= next_sample:
+            samples.append((now - start, rss_mb(node.pid)))
+            received = int(diagnostics.get("frames_received", 0))
+            received_series.append((round(now - start), published[0], received))
+            next_sample += 5.0
+        if now >= next_question:
+            question, options = (CHOICE_QUESTION, OPEN_QUESTION)[asked % 2]
+            asked += 1
+            result = client.ask(question, options, timeout_s=60.0)
+            if result.success:
+                latencies.append(result.round_trip_s)
+            else:
+                failures.append(result.message)
+            next_question += args.question_period
+        time.sleep(0.05)
+    elapsed = time.monotonic() - start
+    stop.set()
+    camera_thread.join(timeout=5)
+    time.sleep(1.5)  # a last /diagnostics
+    final = dict(diagnostics)
+    node.send_signal(signal.SIGINT)
+    try:
+        _, node_err = node.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        _, node_err = node.communicate()
+    client.close()
+    executor.shutdown(timeout_sec=2.0)
+    bench.destroy_node()
+    rclpy.shutdown()
+
+    steady = [mb for t, mb in samples if t >= warmup_s]
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "setup": f"{args.minutes:g} min, camera {width}x{height} rgb8 + odometry at {args.rate:g} Hz, a "
+        f"question every {args.question_period:g} s, tiny models ({args.max_new_tokens} new tokens), "
+        f"buffer.history_s {args.history_s:g}, warm-up {warmup_s / 60:.1f} min",
+        "frames_published": published[0],
+        "camera_rate_achieved_hz": round(published[0] / elapsed, 2),
+        "frames_received_by_node": int(final.get("frames_received", 0)),
+        "frames_dropped_by_node": int(final.get("frames_dropped", 0)),
+        "node_camera_callback_mean_ms": float(final.get("camera_callback_mean_ms", "nan")),
+        "questions_asked": asked,
+        "questions_answered": len(latencies),
+        "questions_failed": len(failures),
+        "failure_messages": sorted(set(failures)),
+        "latency_s": {
+            "p50": round(percentile(latencies, 50), 3),
+            "p90": round(percentile(latencies, 90), 3),
+            "p99": round(percentile(latencies, 99), 3),
+            "max": round(max(latencies), 3),
+            "mean": round(statistics.mean(latencies), 3),
+        }
+        if latencies
+        else {},
+        "node_rss_mb": {
+            "at_start": round(samples[0][1], 1),
+            "after_warmup_min": round(min(steady), 1),
+            "after_warmup_max": round(max(steady), 1),
+            "after_warmup_first": round(steady[0], 1),
+            "after_warmup_last": round(steady[-1], 1),
+            "after_warmup_spread_percent": round(100 * (max(steady) - min(steady)) / min(steady), 2),
+        },
+        "node_rss_mb_every_30_s": [round(mb, 1) for t, mb in samples if int(t) % 30 < 5],
+        "published_and_received_every_30_s": [x for x in received_series if x[0] % 30 < 5],
+        "node_exit_code": node.returncode,
+        "node_tracebacks": node_err.count("Traceback"),
+    }
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

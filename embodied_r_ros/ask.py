@@ -1,0 +1,393 @@
+"""``embodied-r ask``: ask a running ``embodied_r`` node a question and print the answer and its evidence.
+
+    embodied-r ask "Which way did I turn?" --options left right [--window 30] [--action]
+    embodied-r ask --questions questions.jsonl --report answers.html
+
+Uses the node's ``~/ask`` service (or, with ``--action``, its ``~/answer`` action, printing the stages as
+they come). Prints the answer, the reasoning and the key-frame stamps. ``--questions`` reads a file of
+questions (JSON lines, a JSON list or YAML; keys ``question``, optional ``options``, ``answer`` or
+``ground_truth``, ``window_s``, ``id``: the lines ``embodied-r synth`` writes work as they are)
+and prints each answer next to its ground truth. ``--report`` collects the key frames the node publishes
+on ``~/keyframes`` and writes the HTML report.
+
+Exit code: 0 when every question was answered, 1 when one was not (busy, timeout, no frames ...), 2 when
+no node answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+DEFAULT_NODE = "/embodied_r"
+
+
+@dataclass
+class Question:
+    """One question to ask, with its ground truth when known."""
+
+    question: str
+    options: list[str] = field(default_factory=list)
+    ground_truth: str | None = None
+    window_s: float = 0.0
+    id: str = ""
+
+
+@dataclass
+class AskResult:
+    """The node's reply to one question, with the key-frame images received for it."""
+
+    success: bool
+    message: str
+    answer: Any  # SpatialAnswer (empty when not success)
+    round_trip_s: float
+    images: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+class NodeNotFoundError(RuntimeError):
+    """No embodied_r node answers on the expected service or action."""
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Questions from a JSON-lines, JSON or YAML file (see the module docstring)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"questions file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".jsonl":
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            loaded = yaml.safe_load(text)  # YAML reads JSON too
+            records = loaded if isinstance(loaded, list) else (loaded or {}).get("questions", [])
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path} is not JSON lines, JSON or YAML: {exc}") from None
+    questions = []
+    for number, record in enumerate(records, 1):
+        if not isinstance(record, dict) or not str(record.get("question", "")).strip():
+            raise ValueError(f"{path}: entry {number} has no 'question'")
+        truth = record.get("ground_truth", record.get("answer"))
+        # start_s/end_s of a bag are not used: the node's window ends at its newest frame, so a narrower
+        # window would cover the wrong interval after the whole bag has played; the default covers it all.
+        window_s = float(record.get("window_s", 0.0) or 0.0)
+        questions.append(
+            Question(
+                question=str(record["question"]),
+                options=[str(o) for o in record.get("options") or []],
+                ground_truth=None if truth is None else str(truth),
+                window_s=window_s,
+                id=str(record.get("id", "")),
+            )
+        )
+    return questions
+
+
+class SpatialClient:
+    """A client of the embodied_r node: the ``~/ask`` service or ``~/answer`` action, and optionally the
+    ``~/keyframes`` images. Owns an rclpy context and an executor thread; call :meth:`close`."""
+
+    def __init__(self, node: str = DEFAULT_NODE, *, collect_images: bool = False, args: Sequence[str] = ()):
+        import rclpy
+        from rclpy.action import ActionClient
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from sensor_msgs.msg import Image
+
+        from embodied_r_ros.action import AnswerSpatial
+        from embodied_r_ros.srv import AskSpatial
+
+        self.node_name = node.rstrip("/")
+        self._context = rclpy.Context()
+        rclpy.init(args=list(args), context=self._context)
+        self._node = rclpy.create_node(f"embodied_r_ask_{os.getpid()}", context=self._context)
+        self._service = self._node.create_client(AskSpatial, f"{self.node_name}/ask")
+        self._action = ActionClient(self._node, AnswerSpatial, f"{self.node_name}/answer")
+        self._images: dict[int, np.ndarray] = {}
+        self._images_lock = threading.Lock()
+        if collect_images:
+            qos = QoSProfile(depth=256, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self._node.create_subscription(Image, f"{self.node_name}/keyframes", self._on_keyframe, qos)
+        self._executor = SingleThreadedExecutor(context=self._context)
+        self._executor.add_node(self._node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def _on_keyframe(self, message: Any) -> None:
+        from .image_conversion import ImageConversionError, image_to_rgb
+        from .ros_messages import stamp_to_ns
+
+        try:
+            image = np.array(image_to_rgb(message))  # own the pixels (the message buffer goes away)
+        except ImageConversionError:
+            return
+        with self._images_lock:
+            self._images[stamp_to_ns(message.header.stamp)] = image
+
+    def wait_for_node(self, timeout_s: float, *, action: bool = False) -> None:
+        """Wait until the node's service (or action) is there; raises :class:`NodeNotFoundError`."""
+        ready = (
+            self._action.wait_for_server(timeout_sec=timeout_s)
+            if action
+            else self._service.wait_for_service(timeout_sec=timeout_s)
+        )
+        if not ready:
+            what = f"action {self.node_name}/answer" if action else f"service {self.node_name}/ask"
+            raise NodeNotFoundError(
+                f"no embodied_r node answers on the {what} within {timeout_s:g} s; start it (`embodied-r "
+                "run`, `ros2 launch embodied_r_ros embodied_r.launch.py`) or pass --node with its name, and "
+                "check ROS_DOMAIN_ID"
+            )
+
+    def ask(
+        self,
+        question: str,
+        options: Sequence[str] = (),
+        window_s: float = 0.0,
+        *,
+        use_action: bool = False,
+        timeout_s: float = 600.0,
+        on_feedback: Callable[[str, float], None] | None = None,
+        image_wait_s: float = 0.0,
+    ) -> AskResult:
+        """Ask one question; waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
+        more for the answer's key-frame images."""
+        from .ros_messages import keyframe_stamps_ns
+
+        start = time.monotonic()
+        if use_action:
+            success, message, answer = self._ask_action(question, options, window_s, timeout_s, on_feedback)
+        else:
+            success, message, answer = self._ask_service(question, options, window_s, timeout_s)
+        round_trip = time.monotonic() - start
+        images: dict[int, np.ndarray] = {}
+        if success:
+            wanted = keyframe_stamps_ns(answer)
+            deadline = time.monotonic() + image_wait_s
+            while True:
+                with self._images_lock:
+                    images = {s: self._images[s] for s in wanted if s in self._images}
+                if len(images) == len(wanted) or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.02)
+        return AskResult(success, message, answer, round_trip, images)
+
+    def _ask_service(
+        self, question: str, options: Sequence[str], window_s: float, timeout_s: float
+    ) -> tuple[bool, str, Any]:
+        from embodied_r_ros.msg import SpatialAnswer
+        from embodied_r_ros.srv import AskSpatial
+
+        request = AskSpatial.Request(question=question, options=list(options), window_seconds=float(window_s))
+        future = self._service.call_async(request)
+        if not _wait(future, timeout_s):
+            self._service.remove_pending_request(future)
+            return False, f"no reply from {self.node_name}/ask within {timeout_s:g} s", SpatialAnswer()
+        response = future.result()
+        return response.success, response.message, response.answer
+
+    def _ask_action(
+        self,
+        question: str,
+        options: Sequence[str],
+        window_s: float,
+        timeout_s: float,
+        on_feedback: Callable[[str, float], None] | None,
+    ) -> tuple[bool, str, Any]:
+        from embodied_r_ros.action import AnswerSpatial
+        from embodied_r_ros.msg import SpatialAnswer
+
+        goal = AnswerSpatial.Goal(question=question, options=list(options), window_seconds=float(window_s))
+        callback = None
+        if on_feedback is not None:
+
+            def callback(message: Any) -> None:
+                on_feedback(message.feedback.stage, message.feedback.progress)
+
+        deadline = time.monotonic() + timeout_s
+        sent = self._action.send_goal_async(goal, feedback_callback=callback)
+        if not _wait(sent, timeout_s) or not sent.result().accepted:
+            return False, f"the goal was not accepted by {self.node_name}/answer", SpatialAnswer()
+        result_future = sent.result().get_result_async()
+        if not _wait(result_future, max(0.0, deadline - time.monotonic())):
+            sent.result().cancel_goal_async()
+            return False, f"no result from {self.node_name}/answer within {timeout_s:g} s", SpatialAnswer()
+        result = result_future.result().result
+        return result.success, result.message, result.answer
+
+    def close(self) -> None:
+        """Stop the executor and release the rclpy context."""
+        import rclpy
+
+        self._executor.shutdown(timeout_sec=1.0)
+        self._thread.join(timeout=2.0)  # destroying what a spinning executor uses aborts the process
+        self._action.destroy()
+        self._node.destroy_node()
+        rclpy.try_shutdown(context=self._context)
+
+
+def _wait(future: Any, timeout_s: float) -> bool:
+    """Wait for an rclpy future completed by the executor thread; False on timeout."""
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    return done.wait(timeout_s) or future.done()
+
+
+def describe(result: AskResult, question: Question, score: float | None) -> str:
+    """The printed account of one answer."""
+    from .ros_messages import format_stamps, keyframe_stamps_ns
+
+    lines = [f"question: {question.question}"]
+    if question.options:
+        lines.append("options:  " + "   ".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(question.options)))
+    if not result.success:
+        lines.append(f"NO ANSWER: {result.message}")
+    else:
+        answer = result.answer
+        value = "" if math.isnan(answer.value) else f"{answer.value:g}"
+        shown = answer.choice or value or "(unreadable)"
+        lines.append(
+            f"answer:   {shown}   <answer>{answer.answer}</answer>  well formed: {answer.well_formed}"
+        )
+        lines.append(f"reasoning: {answer.reasoning or '(none)'}")
+        stamps = keyframe_stamps_ns(answer)
+        lines.append(f"key frames ({len(stamps)}): {format_stamps(stamps)}")
+        lines.append(
+            f"latency:  perception {answer.perception_seconds:.2f} s, reasoning "
+            f"{answer.reasoning_seconds:.2f} s, round trip {result.round_trip_s:.2f} s"
+        )
+    if question.ground_truth is not None:
+        verdict = (
+            ""
+            if score is None
+            else (
+                f"  score {score:.2f}" if not question.options else ("  correct" if score == 1 else "  wrong")
+            )
+        )
+        lines.append(f"ground truth: {question.ground_truth}{verdict}")
+    return "\n".join(lines)
+
+
+def _as_json(result: AskResult, question: Question, score: float | None) -> str:
+    from .ros_messages import keyframe_stamps_ns
+
+    answer = result.answer
+    record = {
+        "id": question.id,
+        "question": question.question,
+        "options": question.options,
+        "success": result.success,
+        "message": result.message,
+        "answer": answer.answer,
+        "choice": answer.choice,
+        "value": None if math.isnan(answer.value) else answer.value,
+        "reasoning": answer.reasoning,
+        "well_formed": answer.well_formed,
+        "keyframe_stamps_ns": keyframe_stamps_ns(answer),
+        "keyframe_descriptions": list(answer.keyframe_descriptions),
+        "perception_s": answer.perception_seconds,
+        "reasoning_s": answer.reasoning_seconds,
+        "round_trip_s": result.round_trip_s,
+        "ground_truth": question.ground_truth,
+        "score": score,
+    }
+    return json.dumps(record)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r ask``."""
+    parser = subparsers.add_parser("ask", help="ask the running embodied_r node a spatial question")
+    parser.set_defaults(func=run_ask)
+    parser.add_argument("question", nargs="?", default="", help="the question (or use --questions)")
+    parser.add_argument("--options", nargs="*", default=[], help="multiple-choice options, without letters")
+    parser.add_argument(
+        "--window", type=float, default=0.0, help="seconds of history (0: the node's default)"
+    )
+    parser.add_argument("--questions", type=Path, help="file of questions (JSON lines, JSON or YAML)")
+    parser.add_argument("--node", default=DEFAULT_NODE, help=f"the node's full name (default {DEFAULT_NODE})")
+    parser.add_argument("--action", action="store_true", help="use the ~/answer action and print its stages")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
+    parser.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the node to appear")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per answer")
+    parser.add_argument("--report", type=Path, help="write an HTML report with the key frames to this file")
+    parser.add_argument("--banner", default="", help="a note at the top of the report")
+
+
+def run_ask(args: argparse.Namespace) -> int:
+    """Ask the questions given on the command line or in --questions; see the module docstring."""
+    from .report import entry_from_answer, grade, write_report
+
+    try:
+        if args.questions:
+            questions = load_questions(args.questions)
+        elif args.question.strip():
+            questions = [Question(args.question, list(args.options), None, args.window)]
+        else:
+            raise ValueError("give a question or --questions FILE")
+    except (OSError, ValueError) as exc:  # json/yaml errors are ValueErrors too
+        print(f"embodied-r ask: error: {exc}", file=sys.stderr)
+        return 2
+    client = SpatialClient(args.node, collect_images=args.report is not None)
+    try:
+        try:
+            client.wait_for_node(args.wait, action=args.action)
+        except NodeNotFoundError as exc:
+            print(f"embodied-r ask: error: {exc}", file=sys.stderr)
+            return 2
+        entries, failures = [], 0
+        for question in questions:
+
+            def feedback(stage: str, progress: float) -> None:
+                if not args.json:
+                    print(f"  [{progress:4.0%}] {stage}", flush=True)
+
+            result = client.ask(
+                question.question,
+                question.options,
+                question.window_s or args.window,
+                use_action=args.action,
+                timeout_s=args.timeout,
+                on_feedback=feedback,
+                image_wait_s=3.0 if args.report else 0.0,
+            )
+            failures += not result.success
+            answer = result.answer
+            value = None if math.isnan(answer.value) else answer.value
+            score = (
+                grade(question.options, answer.choice, value, question.ground_truth)
+                if result.success
+                else None
+            )
+            print(
+                _as_json(result, question, score) if args.json else describe(result, question, score) + "\n",
+                flush=True,
+            )
+            if args.report:
+                entry = entry_from_answer(
+                    answer,
+                    images=result.images,
+                    success=result.success,
+                    message=result.message,
+                    ground_truth=question.ground_truth,
+                    round_trip_s=result.round_trip_s,
+                )
+                entry.question, entry.options = question.question, list(question.options)
+                entries.append(entry)
+        if args.report:
+            path = write_report(args.report, entries, banner=args.banner)
+            if not args.json:
+                print(f"report: {path}")
+        return 1 if failures else 0
+    finally:
+        client.close()

@@ -1,0 +1,677 @@
+"""The ROS 2 node ``embodied_r``: camera in, spatial answers out (executable ``embodied_r_node``).
+
+A thin ROS layer over the core. Interfaces (names relative to the node, ``~`` = /<namespace>/embodied_r):
+
+- in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally odometry
+  (``odometry.topic``, nav_msgs/Odometry);
+- service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
+  ``~/question`` (std_msgs/String, fire and forget; the whole string is the question, no options);
+- out: ``~/answer`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
+  per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics``;
+- ``~/reset`` (std_srvs/Trigger) clears the history.
+
+Threads: the camera callback (its own mutually exclusive callback group) converts the image and pushes it
+into the :class:`~embodied_r_ros.keyframes.StreamingKeyFrameSelector`; frames the selector takes as
+candidates (the only frames key frames can come from) are also stored in the
+:class:`~embodied_r_ros.clip_buffer.ClipBuffer`, which serves the selector's frames at question time. It
+never waits on a model. Questions run one at a time on the :class:`~embodied_r_ros.query_worker.QueryWorker`
+thread; service and action callbacks (a reentrant group) only wait for their job, up to
+``query.timeout_s``. A question that times out inside a model call cannot be interrupted (torch has no way
+to stop ``generate``): it finishes in the background, its answer is dropped, and the LM stage is skipped
+when the timeout hits during perception; later questions run once the worker is free. Key frames the
+selector keeps are encoded by the VLM's vision tower while the worker is idle
+(``query.pre_encode_keyframes``), so questions find them in the image cache.
+
+Time base: a question's window ends at the newest camera stamp, not at the wall clock, so bags and
+simulations work without /clock; a silent camera shows as a warning on /diagnostics.
+
+Poses: the odometry is kept for the history and each key frame of a question gets the pose interpolated
+at its stamp (the camera is assumed rigidly on the body; extrinsics are not applied to the motion).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from nav_msgs.msg import Odometry
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from embodied_r_ros.action import AnswerSpatial
+from embodied_r_ros.msg import SpatialAnswer
+from embodied_r_ros.srv import AskSpatial
+
+from .backends import BackendError, load_backend
+from .clip_buffer import ClipBuffer, ClipBufferError
+from .config import ConfigError, NodeConfig
+from .frames import NS_PER_S, Frame
+from .image_conversion import ImageConversionError, message_to_rgb
+from .keyframes import KeyFrame, StreamingKeyFrameSelector
+from .node_params import NODE_NAME, NodeParameters
+from .perception import Perceiver
+from .pipeline import EmbodiedR, NoFramesError
+from .pose_history import PoseHistory
+from .query_worker import CANCELLED, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
+from .reasoning import Reasoner
+from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
+
+POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
+WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
+CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message names the role, the parameter, the reason and the fix."""
+
+
+@dataclass
+class QueryResult:
+    """What the worker hands back for one answered question."""
+
+    message: Any  # SpatialAnswer
+    keyframes: list[KeyFrame]
+    keyframes_s: float  # assembling the key frames (fetching, decoding, poses)
+
+
+@dataclass(frozen=True)
+class QueryTiming:
+    """Where one answered question's time went, in seconds (``total_s``: arrival to answer published)."""
+
+    queued_s: float
+    keyframes_s: float
+    perception_s: float
+    reasoning_s: float
+    publish_s: float
+    total_s: float
+    keyframes: int
+
+
+@dataclass
+class Outcome:
+    """A question's end as the caller sees it."""
+
+    success: bool
+    message: str
+    answer: Any = None  # SpatialAnswer when success
+    status: str = "failed"  # "answered", "failed", "busy", TIMEOUT, CANCELLED
+
+
+@dataclass
+class NodeStats:
+    """Counters for /diagnostics (written by several threads; each update is one locked step)."""
+
+    frames_received: int = 0
+    frames_stored: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    ingest_s_total: float = 0.0
+    ingest_count: int = 0
+    ingest_s_max: float = 0.0
+    last_frame_wall: float | None = None
+    outcomes: dict[str, int] = field(default_factory=dict)
+    last_latency_s: float | None = None
+    last_timing: QueryTiming | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def drop(self, reason: str) -> None:
+        with self.lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def ingested(self, seconds: float) -> None:
+        with self.lock:
+            self.ingest_s_total += seconds
+            self.ingest_count += 1
+            self.ingest_s_max = max(self.ingest_s_max, seconds)
+            self.last_frame_wall = time.monotonic()
+
+    def finished(self, status: str, latency_s: float | None) -> None:
+        with self.lock:
+            self.outcomes[status] = self.outcomes.get(status, 0) + 1
+            if latency_s is not None:
+                self.last_latency_s = latency_s
+
+
+def set_torch_threads(config: NodeConfig) -> int | None:
+    """Apply ``torch_threads`` when a model runs in-process; returns the thread count set (None: no torch)."""
+    if "transformers" not in (config.vlm.backend, config.lm.backend):
+        return None
+    import torch
+
+    threads = config.torch_threads or max(1, (os.cpu_count() or 2) - 1)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def load_pipeline(config: NodeConfig) -> EmbodiedR:
+    """Load the VLM and the LM; raises :class:`ModelLoadError` naming the role and parameter that failed."""
+    loaded: list[Any] = []
+    try:
+        for role, param, model_config, vision in (
+            ("VLM", "vlm", config.vlm, True),
+            ("LM", "lm", config.lm, False),
+        ):
+            try:
+                loaded.append(load_backend(model_config, vision=vision))
+            except Exception as exc:  # any failure here means: this model cannot serve; say which and why
+                why = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+                settings = (
+                    f"{param}.model = {model_config.model!r}, {param}.backend = {model_config.backend}, "
+                    f"{param}.device = {model_config.device}"
+                )
+                raise ModelLoadError(f"cannot load the {role} ({settings}): {' '.join(why.split())}") from exc
+    except ModelLoadError:
+        for backend in loaded:
+            backend.close()
+        raise
+    return EmbodiedR(Perceiver(loaded[0]), Reasoner(loaded[1]), config.keyframes)
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; the peak on other systems)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class EmbodiedRNode(Node):
+    """The ``embodied_r`` node (see the module docstring).
+
+    ``pipeline`` skips loading the models (tests and benchmarks share one); ``node_kwargs`` go to
+    :class:`rclpy.node.Node` (``context``, ``namespace``, ``parameter_overrides``, ...). Raises
+    :class:`ConfigError` for unusable parameters and :class:`ModelLoadError` when a model cannot be loaded.
+    """
+
+    def __init__(self, *, pipeline: EmbodiedR | None = None, node_name: str = NODE_NAME, **node_kwargs: Any):
+        super().__init__(node_name, **node_kwargs)
+        try:
+            self.params = NodeParameters(self, on_change=self._on_config_change)
+            config = self.params.config
+            if pipeline is None:
+                threads = set_torch_threads(config)
+                self.get_logger().info(
+                    f"loading the VLM {config.vlm.model!r} and the LM {config.lm.model!r}"
+                    f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
+                )
+                pipeline = load_pipeline(config)
+        except Exception:
+            super().destroy_node()
+            raise
+        self.pipeline = pipeline
+        log = self.get_logger()
+        self.stats = NodeStats()
+        self.buffer = ClipBuffer(config.buffer)
+        self.selector = StreamingKeyFrameSelector(
+            config.keyframes,
+            history_s=config.buffer.history_s,
+            frame_source=functools.partial(self.buffer.get, tolerance_ns=0),
+        )
+        self.poses = PoseHistory(POSE_CAPACITY, config.odometry.max_gap_s)
+        self._kept_stamps: deque[int] = deque()
+        self._newest_ns: int | None = None
+        self._newest_odom_ns: int | None = None
+        self._frame_id = ""
+        self._state_lock = threading.Lock()
+        self._encode = self._pre_encoder()
+        self.worker = QueryWorker(
+            self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
+        )
+        # More executor threads than questions that can wait at once, so the camera never starves.
+        self.executor_threads = max(8, config.query.queue_length + 6)
+
+        camera_group = MutuallyExclusiveCallbackGroup()
+        odometry_group = MutuallyExclusiveCallbackGroup()
+        query_group = ReentrantCallbackGroup()
+        timer_group = MutuallyExclusiveCallbackGroup()
+
+        camera_qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=config.camera.qos_depth,
+            reliability=(
+                ReliabilityPolicy.BEST_EFFORT
+                if config.camera.qos == "sensor_data"
+                else ReliabilityPolicy.RELIABLE
+            ),
+        )
+        self.camera_topic = config.camera.topic
+        camera_type: type = Image
+        if config.camera.compressed:
+            camera_type = CompressedImage
+            if not self.camera_topic.rstrip("/").endswith("/compressed"):
+                self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
+        self.create_subscription(
+            camera_type, self.camera_topic, self._on_image, camera_qos, callback_group=camera_group
+        )
+        if config.odometry.topic:
+            best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
+            self.create_subscription(
+                Odometry, config.odometry.topic, self._on_odometry, best_effort, callback_group=odometry_group
+            )
+        self.create_subscription(String, "~/question", self._on_question, 10, callback_group=query_group)
+        self.answer_publisher = self.create_publisher(SpatialAnswer, "~/answer", 10)
+        # Transient local: a viewer (or `embodied-r ask --report`) subscribing late still gets the evidence.
+        self.keyframe_publisher = self.create_publisher(
+            Image,
+            "~/keyframes",
+            QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
+        self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(AskSpatial, "~/ask", self._on_ask, callback_group=query_group)
+        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=query_group)
+        self.action_server = ActionServer(
+            self,
+            AnswerSpatial,
+            "~/answer",
+            execute_callback=self._on_goal,
+            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
+            callback_group=query_group,
+        )
+        self.create_timer(config.diagnostics_period_s, self._publish_diagnostics, callback_group=timer_group)
+        log.info(
+            f"ready: camera {self.resolve_topic_name(self.camera_topic)} ({camera_type.__name__}), odometry "
+            f"{self.resolve_topic_name(config.odometry.topic) if config.odometry.topic else 'off'}; ask on "
+            f"{self.resolve_service_name('~/ask')}"
+        )
+
+    @property
+    def newest_ns(self) -> int | None:
+        """Stamp of the newest camera frame taken (None before the first and after a reset)."""
+        return self._newest_ns
+
+    # ------------------------------------------------------------------------------------ inputs
+
+    def _on_image(self, message: Any) -> None:
+        start = time.perf_counter()
+        self.stats.frames_received += 1  # one camera thread writes this counter
+        try:
+            image = message_to_rgb(message)
+        except ImageConversionError as exc:
+            self.stats.drop(exc.reason)
+            self.get_logger().warning(
+                f"dropped a camera frame on {self.camera_topic}: {exc}", throttle_duration_sec=WARN_THROTTLE_S
+            )
+            return
+        stamp = stamp_to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
+        self._frame_id = message.header.frame_id
+        jump_ns = int(self.params.config.camera.jump_back_reset_s * NS_PER_S)
+        newest = self._newest_ns
+        if newest is not None and jump_ns and stamp < newest - jump_ns:
+            self.get_logger().info(
+                f"camera stamps jumped back {(newest - stamp) / NS_PER_S:.1f} s (a bag loop or a simulation "
+                "restart): history cleared"
+            )
+            self.clear_history()
+        frame = Frame(image, stamp)
+        candidates, out_of_order = self.selector.candidates_seen, self.selector.dropped_out_of_order
+        kept = self.selector.push(frame)
+        if self.selector.dropped_out_of_order > out_of_order:
+            self.stats.drop("out_of_order")
+            return
+        if self.selector.candidates_seen != candidates:
+            try:
+                self.buffer.push(frame)
+                self.stats.frames_stored += 1
+            except ClipBufferError as exc:
+                self.stats.drop("too_large")
+                self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+        self._newest_ns = stamp
+        if kept is not None:
+            self._kept_stamps.append(stamp)
+            if self._encode is not None and self.params.config.query.pre_encode_keyframes:
+                self.worker.submit_idle(functools.partial(self._encode, stamp))
+        self.stats.ingested(time.perf_counter() - start)
+
+    def _on_odometry(self, message: Any) -> None:
+        stamp = stamp_to_ns(message.header.stamp)
+        jump_ns = int(self.params.config.camera.jump_back_reset_s * NS_PER_S)
+        newest = self._newest_odom_ns
+        if newest is not None and jump_ns and stamp < newest - jump_ns:
+            self.poses.clear()  # the odometry restarted with the bag or the simulation
+            newest = None
+        self.poses.add(stamp, odometry_pose(message))
+        if newest is None or stamp > newest:
+            self._newest_odom_ns = stamp
+
+    def clear_history(self) -> tuple[int, int]:
+        """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
+        with self._state_lock:
+            frames, decisions = len(self.buffer), len(self.selector)
+            self.selector.reset()
+            self.buffer.clear()
+            self.poses.clear()
+            self._kept_stamps.clear()
+            self._newest_ns = None
+            self._newest_odom_ns = None
+            self.worker.clear_idle()
+        return frames, decisions
+
+    def _on_reset(self, request: Any, response: Any) -> Any:
+        frames, decisions = self.clear_history()
+        response.success = True
+        response.message = f"history cleared: {frames} stored frames, {decisions} key-frame decisions"
+        self.get_logger().info(response.message)
+        return response
+
+    def _pre_encoder(self) -> Callable[[int], None] | None:
+        """The idle task encoding a new key frame, when the VLM caches encoded images."""
+        vlm = self.pipeline.perceiver.backend
+        encode = getattr(vlm, "encode_images", None)
+        if encode is None or getattr(vlm.config, "image_cache_mb", 0) <= 0:
+            return None
+
+        def pre_encode(stamp_ns: int) -> None:
+            # The stored (downscaled, JPEG) copy: the very pixels a question will send, so the cache hits.
+            frame = self.buffer.get(stamp_ns, tolerance_ns=0)
+            if frame is not None:
+                encode([frame.image])
+
+        return pre_encode
+
+    # ---------------------------------------------------------------------------------- questions
+
+    def _on_config_change(self, config: NodeConfig) -> None:
+        self.worker.queue_length = config.query.queue_length
+
+    def ask(
+        self,
+        request: QueryRequest,
+        on_event: Callable[[str, float], None] | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> Outcome:
+        """Submit a question and wait for its outcome (busy, timeout, cancel, failure or the answer)."""
+        timeout_s = self.params.config.query.timeout_s
+        try:
+            job = self.worker.submit(request, timeout_s)
+        except QueueFullError as exc:
+            return self._count(Outcome(False, str(exc), status="busy"), None)
+        if on_event is not None:
+            on_event("queued", 0.0)
+        while not job.wait(0):
+            # Wake on each stage (feedback goes out at once), on the job's end, or every 0.1 s to check
+            # for a cancel and the deadline.
+            step = min(0.1, max(0.0, job.remaining_s()))
+            if on_event is None:
+                job.wait(step)
+            elif (event := job.next_event(step)) is not None:
+                on_event(*event)
+                continue
+            if cancelled() and self.worker.abandon(job, CANCELLED):
+                break
+            if job.remaining_s() <= 0 and self.worker.abandon(job, TIMEOUT):
+                break
+        self._forward_events(job, on_event)
+        return self._count(self._outcome(job), job)
+
+    @staticmethod
+    def _forward_events(job: QueryJob, on_event: Callable[[str, float], None] | None) -> None:
+        while on_event is not None and (event := job.next_event(0.0)) is not None:
+            on_event(*event)
+
+    def _outcome(self, job: QueryJob) -> Outcome:
+        if job.delivered:
+            result: QueryResult = job.result
+            seconds = (job.finished or time.monotonic()) - job.submitted
+            return Outcome(
+                True,
+                f"answered from {len(result.keyframes)} key frames in {seconds:.2f} s",
+                result.message,
+                "answered",
+            )
+        if job.abandon_reason == CANCELLED:
+            return Outcome(False, f"query {job.id} cancelled", status=CANCELLED)
+        if job.abandon_reason == TIMEOUT:
+            where = (
+                "while waiting behind another question"
+                if job.started is None
+                else "while the models worked on it; they finish it in the background and drop the answer"
+            )
+            return Outcome(
+                False,
+                f"timed out after {job.timeout_s:g} s (query.timeout_s) {where}; the node keeps answering",
+                status=TIMEOUT,
+            )
+        error = job.error
+        if isinstance(error, (NoFramesError, ValueError)):
+            return Outcome(False, str(error))
+        self.get_logger().error(
+            f"query {job.id} ({job.request.question!r}) failed: {type(error).__name__}: {error}"
+        )
+        return Outcome(False, f"failed: {type(error).__name__}: {error}")
+
+    def _count(self, outcome: Outcome, job: QueryJob | None) -> Outcome:
+        latency = None
+        if job is not None and job.finished is not None and outcome.success:
+            latency = job.finished - job.submitted
+        self.stats.finished(outcome.status, latency)
+        return outcome
+
+    def _answer(self, job: QueryJob) -> QueryResult:
+        """The worker's handler: key frames of the window, then the pipeline (VLM, LM)."""
+        start = time.perf_counter()
+        job.report("keyframes", 0.05)
+        request, config = job.request, self.params.config
+        window_s = request.window_s if request.window_s > 0 else config.query.window_s
+        with self._state_lock:
+            end = self._newest_ns
+            if end is None:
+                dropped = sum(self.stats.dropped.values())
+                topic = self.resolve_topic_name(self.camera_topic)
+                raise NoFramesError(
+                    f"no camera frames to answer from: none received on {topic} since the start or the last "
+                    f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
+                    "order); check that the camera publishes there"
+                )
+            keyframes = self.selector.keyframes_in_window(end - round(window_s * NS_PER_S), end)
+            if keyframes and keyframes[-1].frame.stamp_ns == end:
+                keyframes[-1] = self._stored(keyframes[-1])
+        if not keyframes:
+            raise NoFramesError(f"no camera frames in the {window_s:g} s window ending at the newest frame")
+        keyframes = [self._with_pose(kf) for kf in keyframes]
+        keyframes_s = time.perf_counter() - start
+        answer = self.pipeline.answer(
+            request.question, request.options, keyframes=keyframes, on_progress=job.report
+        )
+        message = answer_to_message(answer, job.id, self.get_clock().now().nanoseconds, self._frame_id)
+        return QueryResult(message, keyframes, keyframes_s)
+
+    def _stored(self, keyframe: KeyFrame) -> KeyFrame:
+        """The key frame as the buffer stores it: the newest frame comes raw from the selector, and the VLM
+        should see every key frame the same way (downscaled, JPEG) so its encoding cache keys match."""
+        stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
+        if stored is None:
+            self.buffer.push(keyframe.frame)
+            stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
+        return keyframe if stored is None else dataclasses.replace(keyframe, frame=stored)
+
+    def _with_pose(self, keyframe: KeyFrame) -> KeyFrame:
+        pose = self.poses.pose_at(keyframe.frame.stamp_ns)
+        if pose is None:
+            return keyframe
+        return dataclasses.replace(keyframe, frame=dataclasses.replace(keyframe.frame, pose=pose))
+
+    def _on_job_finished(self, job: QueryJob) -> None:
+        """On the worker thread, before the caller is woken: publish a delivered answer and its evidence."""
+        if job.delivered:
+            result: QueryResult = job.result
+            start = time.monotonic()
+            if self.params.config.query.publish_keyframes:
+                for keyframe in result.keyframes:
+                    self.keyframe_publisher.publish(
+                        rgb_image_message(keyframe.frame.image, keyframe.frame.stamp_ns, self._frame_id)
+                    )
+            self.answer_publisher.publish(result.message)
+            end = time.monotonic()
+            timing = QueryTiming(
+                queued_s=(job.started or job.submitted) - job.submitted,
+                keyframes_s=result.keyframes_s,
+                perception_s=result.message.perception_seconds,
+                reasoning_s=result.message.reasoning_seconds,
+                publish_s=end - start,
+                total_s=end - job.submitted,
+                keyframes=len(result.keyframes),
+            )
+            with self.stats.lock:
+                self.stats.last_timing = timing
+        if job.request.source == "topic":
+            outcome = self._count(self._outcome(job), job)
+            if not outcome.success:
+                self.get_logger().warning(
+                    f"question {job.request.question!r} from ~/question: {outcome.message}"
+                )
+
+    def _on_ask(self, request: Any, response: Any) -> Any:
+        outcome = self.ask(
+            QueryRequest(request.question, tuple(request.options), float(request.window_seconds), "service")
+        )
+        response.success, response.message = outcome.success, outcome.message
+        if outcome.answer is not None:
+            response.answer = outcome.answer
+        return response
+
+    def _on_goal(self, goal_handle: Any) -> Any:
+        goal = goal_handle.request
+
+        def feedback(stage: str, progress: float) -> None:
+            goal_handle.publish_feedback(AnswerSpatial.Feedback(stage=stage, progress=progress))
+
+        outcome = self.ask(
+            QueryRequest(goal.question, tuple(goal.options), float(goal.window_seconds), "action"),
+            on_event=feedback,
+            cancelled=lambda: goal_handle.is_cancel_requested,
+        )
+        result = AnswerSpatial.Result(success=outcome.success, message=outcome.message)
+        if outcome.answer is not None:
+            result.answer = outcome.answer
+        if outcome.status == CANCELLED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.success:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _on_question(self, message: Any) -> None:
+        try:
+            self.worker.submit(
+                QueryRequest(message.data, (), 0.0, "topic"), self.params.config.query.timeout_s
+            )
+        except QueueFullError as exc:
+            self._count(Outcome(False, str(exc), status="busy"), None)
+            self.get_logger().warning(f"question {message.data!r} from ~/question dropped: {exc}")
+
+    # -------------------------------------------------------------------------------- diagnostics
+
+    def diagnostics(self) -> DiagnosticStatus:
+        """The node's health as one DiagnosticStatus (what /diagnostics carries)."""
+        stats, config = self.stats, self.params.config
+        with stats.lock:
+            dropped = dict(stats.dropped)
+            outcomes = dict(stats.outcomes)
+            mean_ms = 1e3 * stats.ingest_s_total / stats.ingest_count if stats.ingest_count else 0.0
+            max_ms, last_wall, latency = 1e3 * stats.ingest_s_max, stats.last_frame_wall, stats.last_latency_s
+            breakdown = dataclasses.asdict(stats.last_timing) if stats.last_timing else {}
+        oldest = self.buffer.oldest_ns
+        while self._kept_stamps and oldest is not None and self._kept_stamps[0] < oldest:
+            self._kept_stamps.popleft()
+        level, message = DiagnosticStatus.OK, "ok"
+        if last_wall is None:
+            level, message = DiagnosticStatus.WARN, f"no camera frames on {self.camera_topic} yet"
+        elif time.monotonic() - last_wall > CAMERA_SILENT_S:
+            level, message = DiagnosticStatus.WARN, f"camera silent for {time.monotonic() - last_wall:.0f} s"
+        running = self.worker.running
+        values = {
+            "frames_received": stats.frames_received,
+            "frames_stored": len(self.buffer),
+            "frames_dropped": sum(dropped.values()),
+            **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
+            "camera_callback_mean_ms": f"{mean_ms:.3f}",
+            "camera_callback_max_ms": f"{max_ms:.3f}",
+            "keyframes_held": len(self._kept_stamps),
+            "keyframe_candidates_held": len(self.selector),
+            "odometry_samples_held": len(self.poses),
+            "buffer_memory_mb": f"{self.buffer.memory_bytes / 2**20:.2f}",
+            "process_memory_mb": f"{rss_bytes() / 2**20:.1f}",
+            **_gpu_memory(),
+            "queries_running": 0 if running is None else 1,
+            "queries_waiting": self.worker.waiting,
+            **{f"queries_{status}": count for status, count in sorted(outcomes.items())},
+            "last_query_latency_s": "" if latency is None else f"{latency:.3f}",
+            **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
+            "vlm": f"{config.vlm.model} ({config.vlm.backend}) loaded",
+            "lm": f"{config.lm.model} ({config.lm.backend}) loaded",
+        }
+        return DiagnosticStatus(
+            level=level,
+            name=f"{self.get_fully_qualified_name()}: embodied spatial reasoner",
+            message=message,
+            hardware_id=self.get_fully_qualified_name(),
+            values=[KeyValue(key=key, value=str(value)) for key, value in values.items()],
+        )
+
+    def _publish_diagnostics(self) -> None:
+        array = DiagnosticArray(status=[self.diagnostics()])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics_publisher.publish(array)
+
+    def destroy_node(self) -> None:
+        """Stop the query worker (a generation in flight is left to finish on its daemon thread)."""
+        # getattr: a node whose construction failed is still destroyed by its context.
+        if getattr(self, "worker", None) is not None:
+            self.worker.close(timeout=1.0)
+        if getattr(self, "action_server", None) is not None:
+            self.action_server.destroy()
+        super().destroy_node()
+
+
+def _gpu_memory() -> dict[str, str]:
+    torch = sys.modules.get("torch")  # only when the models brought torch in
+    if torch is None or not torch.cuda.is_available():
+        return {}
+    return {"gpu_memory_mb": f"{torch.cuda.memory_allocated() / 2**20:.1f}"}
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Run the node until Ctrl-C or shutdown; returns the exit code (1: bad parameters or models)."""
+    rclpy.init(args=args)
+    try:
+        try:
+            node = EmbodiedRNode()
+        except (ConfigError, ModelLoadError) as exc:
+            # One line saying what to fix, not a traceback.
+            rclpy.logging.get_logger(NODE_NAME).fatal(" ".join(str(exc).split()))
+            return 1
+        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            executor.shutdown(timeout_sec=1.0)
+            node.destroy_node()
+        return 0
+    finally:
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

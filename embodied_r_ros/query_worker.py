@@ -1,0 +1,264 @@
+"""One model query at a time, on its own thread, behind a bounded queue with deadlines and cancel.
+
+The node's service, action and topic callbacks :meth:`QueryWorker.submit` a :class:`QueryJob` and (except
+for fire-and-forget questions) wait for it with :meth:`QueryJob.wait`. Rules:
+
+- One job runs at a time; up to ``queue_length`` more wait in arrival order. Beyond that ``submit`` raises
+  :class:`QueueFullError` at once (the caller answers "busy").
+- Every job has a deadline (``timeout_s`` after it was submitted; queue wait counts). A caller that stops
+  waiting (timeout, cancel) calls :meth:`QueryWorker.abandon`: a waiting job is removed from the queue; a
+  running job cannot be interrupted inside torch, so it runs on in the background and its result is
+  dropped. The handler reports its stages through :meth:`QueryJob.report`, which raises
+  :class:`QueryAbandoned` once the job is abandoned or past its deadline, so the next stage (e.g. the LM
+  after the VLM) is skipped. Later jobs run as soon as the worker is free, each within its own deadline.
+- ``on_finished(job)`` runs on the worker thread for every job that leaves the queue (ran, or expired
+  waiting), before a waiting caller is woken; ``job.delivered`` tells whether the job ran to the end with
+  nobody giving up on it, i.e. whether to publish its result. Jobs a caller abandoned while they waited
+  in the queue never reach it.
+- Idle tasks (:meth:`QueryWorker.submit_idle`, e.g. encoding new key frames ahead of questions) run only
+  when no job waits, on the same thread, so they never run concurrently with a query's model calls.
+
+Plain Python (no ROS), so it is tested without DDS.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+# Job states.
+QUEUED, RUNNING, DONE, ABANDONED = "queued", "running", "done", "abandoned"
+# Why a job was abandoned.
+TIMEOUT, CANCELLED = "timeout", "cancelled"
+
+
+class QueueFullError(RuntimeError):
+    """The queue holds ``queue_length`` jobs already; the message says so."""
+
+
+class QueryAbandoned(Exception):
+    """Raised by :meth:`QueryJob.report` inside the handler once nobody waits for the job any more."""
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """One question as a caller asked it. ``window_s`` 0 means the node's default window."""
+
+    question: str
+    options: tuple[str, ...] = ()
+    window_s: float = 0.0
+    source: str = "service"  # "service", "action" or "topic" (for logs and diagnostics)
+
+
+class QueryJob:
+    """A submitted question: its state, deadline, progress events and outcome."""
+
+    def __init__(self, job_id: str, request: QueryRequest, timeout_s: float) -> None:
+        self.id = job_id
+        self.request = request
+        self.submitted = time.monotonic()
+        self.deadline = self.submitted + timeout_s
+        self.timeout_s = timeout_s
+        self.state = QUEUED
+        self.abandon_reason: str | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.started: float | None = None
+        self.finished: float | None = None
+        self._done = threading.Event()
+        # Progress events; None wakes a waiter in next_event when the job ends.
+        self._events: queue.SimpleQueue[tuple[str, float] | None] = queue.SimpleQueue()
+
+    @property
+    def delivered(self) -> bool:
+        """True when the job ran to the end without an error and nobody gave up on it."""
+        return self.state == DONE and self.error is None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the job is done or abandoned; False when ``timeout`` passed first."""
+        return self._done.wait(timeout)
+
+    def remaining_s(self) -> float:
+        """Seconds until the deadline (negative once past)."""
+        return self.deadline - time.monotonic()
+
+    def report(self, stage: str, progress: float) -> None:
+        """Record a stage for the waiting caller; raises :class:`QueryAbandoned` when it should stop."""
+        if self.state == ABANDONED:
+            raise QueryAbandoned(f"query {self.id} was abandoned ({self.abandon_reason})")
+        if time.monotonic() > self.deadline:
+            raise QueryAbandoned(f"query {self.id} passed its {self.timeout_s:g} s timeout")
+        self._events.put((stage, float(progress)))
+
+    def next_event(self, timeout: float) -> tuple[str, float] | None:
+        """The next reported (stage, progress), waiting up to ``timeout`` seconds; None when none came or
+        the job ended."""
+        try:
+            return self._events.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def _end(self) -> None:
+        self._done.set()
+        self._events.put(None)
+
+
+class QueryWorker:
+    """Runs ``handler(job)`` for one job at a time on a daemon thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        handler: Callable[[QueryJob], Any],
+        *,
+        queue_length: int = 2,
+        on_finished: Callable[[QueryJob], None] | None = None,
+        max_idle_tasks: int = 64,
+        name: str = "embodied_r_queries",
+    ) -> None:
+        self._handler = handler
+        self._on_finished = on_finished
+        self.queue_length = queue_length
+        self._queue: deque[QueryJob] = deque()
+        self._idle: deque[Callable[[], None]] = deque(maxlen=max_idle_tasks)
+        self._cond = threading.Condition()
+        self._running: QueryJob | None = None
+        self._stopped = False
+        self._ids = itertools.count(1)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def queue_length(self) -> int:
+        return self._queue_length
+
+    @queue_length.setter
+    def queue_length(self, value: int) -> None:
+        if value < 0:
+            raise ValueError(f"queue_length must be >= 0, got {value}")
+        self._queue_length = int(value)
+
+    @property
+    def waiting(self) -> int:
+        """Jobs in the queue (not counting the running one)."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def running(self) -> QueryJob | None:
+        """The job on the worker now, or None."""
+        return self._running
+
+    def submit(self, request: QueryRequest, timeout_s: float) -> QueryJob:
+        """Queue a question; raises :class:`QueueFullError` when the queue is full."""
+        with self._cond:
+            if self._stopped:
+                raise QueueFullError("the query worker is shut down")
+            busy = self._running is not None or bool(self._queue)
+            if busy and len(self._queue) >= self._queue_length:
+                raise QueueFullError(
+                    f"busy: one question is being answered and {len(self._queue)} wait (query.queue_length = "
+                    f"{self._queue_length}); ask again later"
+                )
+            job = QueryJob(f"q{next(self._ids)}", request, timeout_s)
+            self._queue.append(job)
+            self._cond.notify_all()
+            return job
+
+    def abandon(self, job: QueryJob, reason: str) -> bool:
+        """Give up on ``job`` (``reason`` TIMEOUT or CANCELLED); False when it had already finished."""
+        with self._cond:
+            if job.state in (DONE, ABANDONED):
+                return job.state == ABANDONED
+            if job.state == QUEUED:
+                try:
+                    self._queue.remove(job)
+                except ValueError:
+                    pass
+            job.state = ABANDONED
+            job.abandon_reason = reason
+        job._end()
+        return True
+
+    def submit_idle(self, task: Callable[[], None]) -> None:
+        """Run ``task`` when no question waits (the oldest idle tasks are dropped beyond the bound)."""
+        with self._cond:
+            if not self._stopped:
+                self._idle.append(task)
+                self._cond.notify_all()
+
+    def clear_idle(self) -> None:
+        """Drop the idle tasks not started yet."""
+        with self._cond:
+            self._idle.clear()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread after the running job (abandoning the queued ones); waits up to ``timeout``."""
+        with self._cond:
+            self._stopped = True
+            pending = list(self._queue)
+            self._cond.notify_all()
+        for job in pending:
+            self.abandon(job, CANCELLED)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _next(self) -> tuple[QueryJob | None, Callable[[], None] | None]:
+        """The next job to run or to report as expired, else the next idle task; (None, None) to stop."""
+        with self._cond:
+            while not self._stopped and not self._queue and not self._idle:
+                self._cond.wait()
+            if self._stopped:
+                return None, None
+            if self._queue:
+                job = self._queue.popleft()
+                if time.monotonic() > job.deadline:
+                    job.state, job.abandon_reason = ABANDONED, TIMEOUT
+                else:
+                    job.state, job.started = RUNNING, time.monotonic()
+                    self._running = job
+                return job, None
+            return None, self._idle.popleft()
+
+    def _loop(self) -> None:
+        while not self._stopped:
+            job, task = self._next()
+            if task is not None:
+                try:
+                    task()
+                except Exception:  # an idle task is an optimisation: its failure must not stop queries
+                    logger.warning("background task failed", exc_info=True)
+            if job is None:
+                continue
+            if job.state == RUNNING:
+                self._run(job)
+            if self._on_finished is not None:
+                try:
+                    self._on_finished(job)
+                except Exception:
+                    logger.warning("on_finished of query %s failed", job.id, exc_info=True)
+            # Set last, so that what on_finished publishes goes out before the caller gets the answer.
+            job._end()
+
+    def _run(self, job: QueryJob) -> None:
+        try:
+            job.result = self._handler(job)
+        except Exception as exc:  # the handler's errors (QueryAbandoned too) are the caller's answer
+            job.error = exc
+        with self._cond:
+            job.finished = time.monotonic()
+            self._running = None
+            if job.state == RUNNING:
+                if isinstance(job.error, QueryAbandoned):
+                    job.state, job.abandon_reason = ABANDONED, TIMEOUT
+                else:
+                    job.state = DONE

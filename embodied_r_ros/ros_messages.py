@@ -1,0 +1,81 @@
+"""Between ROS messages and the core's types: stamps, poses, answers and key-frame images.
+
+Used by the node, ``embodied-r ask`` and the report. Reading functions are duck-typed (rclpy messages and
+rosbags' objects both work); building functions return rclpy messages.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .answers import Answer
+from .frames import NS_PER_S, Pose
+from .image_conversion import rgb8_fields
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """A builtin_interfaces/Time-like stamp (``sec``, ``nanosec``) in integer nanoseconds."""
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+def ns_to_time(stamp_ns: int) -> Any:
+    """Integer nanoseconds as a builtin_interfaces/Time."""
+    from builtin_interfaces.msg import Time
+
+    sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def odometry_pose(message: Any) -> Pose:
+    """The pose of a nav_msgs/Odometry-like message (``pose.pose``) as a core :class:`Pose`."""
+    p, q = message.pose.pose.position, message.pose.pose.orientation
+    return Pose(
+        position=(float(p.x), float(p.y), float(p.z)),
+        orientation=(float(q.x), float(q.y), float(q.z), float(q.w)),
+    )
+
+
+def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: str = "") -> Any:
+    """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none)."""
+    from embodied_r_ros.msg import SpatialAnswer
+
+    message = SpatialAnswer(
+        query_id=query_id,
+        question=answer.question,
+        options=list(answer.options),
+        answer=answer.text,
+        choice=answer.choice or "",
+        value=math.nan if answer.value is None else float(answer.value),
+        reasoning=answer.think,
+        well_formed=bool(answer.well_formed),
+        keyframe_stamps=[ns_to_time(s) for s in answer.keyframe_stamps_ns],
+        keyframe_descriptions=[d.as_text() for d in answer.descriptions],
+        perception_seconds=float(answer.perception_s),
+        reasoning_seconds=float(answer.reasoning_s),
+    )
+    message.header.stamp = ns_to_time(stamp_ns)
+    message.header.frame_id = frame_id
+    return message
+
+
+def keyframe_stamps_ns(message: Any) -> list[int]:
+    """The key-frame stamps of a SpatialAnswer-like message, in nanoseconds."""
+    return [stamp_to_ns(s) for s in message.keyframe_stamps]
+
+
+def rgb_image_message(image: np.ndarray, stamp_ns: int, frame_id: str = "") -> Any:
+    """A sensor_msgs/Image (rgb8) holding ``image``, stamped ``stamp_ns``."""
+    from sensor_msgs.msg import Image
+
+    message = Image(**rgb8_fields(image))
+    message.header.stamp = ns_to_time(stamp_ns)
+    message.header.frame_id = frame_id
+    return message
+
+
+def format_stamps(stamps_ns: Sequence[int]) -> str:
+    """Stamps as "sec.nanosec" text, comma-separated (for printing)."""
+    return ", ".join(f"{s // NS_PER_S}.{s % NS_PER_S:09d}" for s in stamps_ns)

@@ -1,0 +1,547 @@
+"""The embodied_r node over real DDS (an isolated domain) with the tiny models.
+
+One node (namespace /robot: raw images, odometry) and a second one (/robot2: compressed images) share one
+loaded pipeline; a client node talks to them through topics, the service, the action and the parameter
+services, and `embodied-r ask` runs as a separate process. The VLM is wrapped in a gate so that a test can
+hold a question inside the model (busy queue, timeout, cancel) without timing assumptions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
+from embodied_r_ros.action import AnswerSpatial
+from embodied_r_ros.msg import SpatialAnswer
+from embodied_r_ros.srv import AskSpatial
+from nav_msgs.msg import Odometry
+from rclpy.action import ActionClient
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
+from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.node import EmbodiedRNode, load_pipeline
+from embodied_r_ros.ros_messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
+from embodied_r_ros.synthetic_clip import synthetic_clip
+
+WAIT_S = 30.0
+
+
+def wait_for(predicate, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+def result_of(future, timeout: float = WAIT_S):
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    assert done.wait(timeout) or future.done(), "no reply in time"
+    return future.result()
+
+
+class Gate:
+    """Holds the VLM's generate calls while closed; ``entered`` tells that a call is waiting at it."""
+
+    def __init__(self):
+        self._open = threading.Event()
+        self._open.set()
+        self.entered = threading.Event()
+
+    def close(self):
+        self.entered.clear()
+        self._open.clear()
+
+    def open(self):
+        self._open.set()
+
+    def wait(self):
+        self.entered.set()
+        assert self._open.wait(120), "gate never opened"
+
+
+class GatedBackend:
+    """A real backend whose generate waits at a gate; everything else is the backend's own."""
+
+    def __init__(self, inner, gate: Gate):
+        self.inner, self.gate = inner, gate
+        self.config, self.supports_images = inner.config, inner.supports_images
+
+    def generate(self, requests, **kwargs):
+        self.gate.wait()
+        return self.inner.generate(requests, **kwargs)
+
+    def close(self):
+        self.inner.close()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture(scope="module")
+def ros_context(ros_domain):
+    """An rclpy context in the module's random DDS domain on this host only."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def gated_pipeline(tiny_models_dir):
+    common = dict(device="cpu", dtype="float32", max_new_tokens=8)
+    config = NodeConfig(
+        vlm=ModelConfig(model=str(tiny_models_dir / "vlm"), **common),
+        lm=ModelConfig(model=str(tiny_models_dir / "lm"), **common),
+    )
+    pipeline = load_pipeline(config)
+    gate = Gate()
+    pipeline.perceiver.backend = GatedBackend(pipeline.perceiver.backend, gate)
+    yield pipeline, gate, config
+    gate.open()
+    pipeline.close()
+
+
+def node_parameters(config: NodeConfig, **extra) -> list[Parameter]:
+    values = {
+        "vlm.model": config.vlm.model,
+        "lm.model": config.lm.model,
+        "vlm.device": "cpu",
+        "lm.device": "cpu",
+        "query.timeout_s": 60.0,
+        "query.queue_length": 1,
+        "query.window_s": 600.0,
+        "diagnostics_period_s": 0.2,
+        **extra,
+    }
+    return [Parameter(name, value=value) for name, value in values.items()]
+
+
+class System:
+    """The nodes under test, a client node, and helpers to feed frames and ask questions."""
+
+    def __init__(self, context, pipeline, config):
+        self.node = EmbodiedRNode(
+            pipeline=pipeline,
+            context=context,
+            namespace="robot",
+            parameter_overrides=node_parameters(
+                config, **{"camera.qos": "reliable", "camera.qos_depth": 100}
+            ),
+        )
+        self.compressed_node = EmbodiedRNode(
+            pipeline=pipeline,
+            context=context,
+            namespace="robot2",
+            parameter_overrides=node_parameters(
+                config,
+                **{"camera.compressed": True, "odometry.topic": "", "query.pre_encode_keyframes": False},
+            ),
+        )
+        self.client = rclpy.create_node("test_client", context=context)
+        c = self.client
+        depth = QoSProfile(depth=200)
+        self.image_pub = c.create_publisher(Image, "/robot/camera/image_raw", depth)
+        self.odom_pub = c.create_publisher(Odometry, "/robot/odom", depth)
+        self.compressed_pub = c.create_publisher(
+            CompressedImage, "/robot2/camera/image_raw/compressed", depth
+        )
+        self.question_pub = c.create_publisher(String, "/robot/embodied_r/question", 10)
+        self.ask_client = c.create_client(AskSpatial, "/robot/embodied_r/ask")
+        self.ask_client2 = c.create_client(AskSpatial, "/robot2/embodied_r/ask")
+        self.reset_client = c.create_client(Trigger, "/robot/embodied_r/reset")
+        self.action = ActionClient(c, AnswerSpatial, "/robot/embodied_r/answer")
+        self.params = AsyncParameterClient(c, "/robot/embodied_r")
+        self.answers: list = []
+        self.keyframes: dict[int, Image] = {}
+        self.diagnostics: list = []
+        c.create_subscription(SpatialAnswer, "/robot/embodied_r/answer", self.answers.append, 50)
+        latched = QoSProfile(depth=64, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        c.create_subscription(
+            Image,
+            "/robot/embodied_r/keyframes",
+            lambda m: self.keyframes.update({stamp_to_ns(m.header.stamp): m}),
+            latched,
+        )
+        c.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 50)
+        self.executor = MultiThreadedExecutor(num_threads=16, context=context)
+        for node in (self.node, self.compressed_node, self.client):
+            self.executor.add_node(node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        self.next_ns = 1_700_000_000 * NS_PER_S
+        for client in (self.ask_client, self.ask_client2, self.reset_client):
+            assert client.wait_for_service(timeout_sec=WAIT_S)
+        assert self.action.wait_for_server(timeout_sec=WAIT_S) and self.params.wait_for_services(WAIT_S)
+        assert wait_for(
+            lambda: self.image_pub.get_subscription_count() and self.odom_pub.get_subscription_count()
+        )
+        assert wait_for(lambda: self.compressed_pub.get_subscription_count() > 0)
+        assert wait_for(lambda: self.node.count_subscribers("/robot/embodied_r/answer/_action/feedback") > 0)
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=2.0)
+        self.thread.join(timeout=5.0)
+        for node in (self.node, self.compressed_node, self.client):
+            node.destroy_node()
+
+    # ---- feeding
+
+    def _clip(self, seconds: float, start_ns: int | None, yaw_rate_deg: float = 15.0):
+        start = self.next_ns if start_ns is None else start_ns
+        clip = synthetic_clip(
+            seconds=seconds, fps=5.0, size=(160, 120), start_ns=start, yaw_rate_deg=yaw_rate_deg
+        )
+        self.next_ns = clip.frames[-1].stamp_ns + NS_PER_S
+        return clip
+
+    def feed(
+        self,
+        seconds: float = 3.0,
+        *,
+        odometry: bool = True,
+        start_ns: int | None = None,
+        yaw_rate_deg: float = 15.0,
+    ) -> list[int]:
+        """Publish a clip (and its odometry) to /robot and wait until the node has taken every frame."""
+        clip = self._clip(seconds, start_ns, yaw_rate_deg)
+        received = self.node.stats.frames_received
+        odometry_received = self.node.poses.received
+        for frame in clip.frames:
+            if odometry:
+                self.odom_pub.publish(odometry_message(frame.stamp_ns, frame.pose))
+            self.image_pub.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
+            time.sleep(0.003)
+        assert wait_for(lambda: self.node.stats.frames_received >= received + len(clip.frames))
+        if odometry:
+            assert wait_for(lambda: self.node.poses.received >= odometry_received + len(clip.frames))
+        return [f.stamp_ns for f in clip.frames]
+
+    def feed_compressed(self, seconds: float = 3.0) -> list[int]:
+        clip = self._clip(seconds, None)
+        for frame in clip.frames:
+            jpeg = cv2.imencode(".jpg", cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR))[1].tobytes()
+            message = CompressedImage(format="jpeg", data=jpeg)
+            message.header.stamp = ns_to_time(frame.stamp_ns)
+            self.compressed_pub.publish(message)
+            time.sleep(0.01)
+        assert wait_for(lambda: self.compressed_node.newest_ns == clip.frames[-1].stamp_ns)
+        return [f.stamp_ns for f in clip.frames]
+
+    # ---- asking
+
+    def ask_async(self, question: str, options=(), window_s: float = 0.0, client=None):
+        request = AskSpatial.Request(question=question, options=list(options), window_seconds=window_s)
+        return (client or self.ask_client).call_async(request)
+
+    def ask(self, question: str, options=(), window_s: float = 0.0, client=None, timeout: float = WAIT_S):
+        return result_of(self.ask_async(question, options, window_s, client), timeout)
+
+    def set_params(self, *parameters: Parameter):
+        return result_of(self.params.set_parameters(list(parameters))).results
+
+
+def odometry_message(stamp_ns: int, pose) -> Odometry:
+    message = Odometry()
+    message.header.stamp = ns_to_time(stamp_ns)
+    message.header.frame_id = "odom"
+    p, q = message.pose.pose.position, message.pose.pose.orientation
+    p.x, p.y, p.z = pose.position
+    q.x, q.y, q.z, q.w = pose.orientation
+    return message
+
+
+@pytest.fixture(scope="module")
+def system(ros_context, gated_pipeline):
+    pipeline, gate, config = gated_pipeline
+    system = System(ros_context, pipeline, config)
+    yield system
+    gate.open()
+    system.close()
+
+
+@pytest.fixture
+def gate(gated_pipeline):
+    gate = gated_pipeline[1]
+    yield gate
+    gate.open()
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+
+def test_service_answer_with_odometry_actions_and_evidence_topics(system):
+    stamps = system.feed(6.0)
+    response = system.ask("Which way did I turn?", ["left", "right"], window_s=5.0)
+    assert response.success, response.message
+    answer = response.answer
+    assert answer.question == "Which way did I turn?" and list(answer.options) == ["left", "right"]
+    keyframes = keyframe_stamps_ns(answer)
+    assert 4 <= len(keyframes) <= 32 and keyframes == sorted(keyframes)
+    assert set(keyframes) <= set(stamps) and keyframes[-1] == stamps[-1]
+    assert keyframes[0] >= stamps[-1] - 5 * NS_PER_S  # the 5 s window
+    assert len(answer.keyframe_descriptions) == len(keyframes)
+    # Odometry accompanied every frame, so every action between key frames comes from it.
+    assert all(d.startswith("After I ") for d in answer.keyframe_descriptions[1:])
+    assert answer.choice in ("", "A", "B") and math.isnan(answer.value)
+    assert answer.perception_seconds > 0 and answer.reasoning_seconds > 0
+    # The answer and its key frames are published too.
+    assert wait_for(lambda: any(a.query_id == answer.query_id for a in system.answers))
+    assert wait_for(lambda: set(keyframes) <= set(system.keyframes))
+    image = system.keyframes[keyframes[0]]
+    assert (image.encoding, image.width, image.height, image.header.frame_id) == ("rgb8", 160, 120, "camera")
+
+
+def test_new_key_frames_are_encoded_while_idle(system, gated_pipeline):
+    cache = gated_pipeline[0].perceiver.backend.inner.image_cache
+    size, hits = len(cache), cache.hits
+    system.feed(4.0, yaw_rate_deg=45.0)  # a fast turn: every candidate becomes a key frame
+    assert wait_for(lambda: len(cache) >= size + 3)
+    response = system.ask("What did I pass?", window_s=3.8)
+    assert response.success, response.message
+    # The question found the stored key frames already encoded (only the newest frame was new).
+    assert cache.hits >= hits + 3
+
+
+def test_without_odometry_the_vlm_names_the_actions(system):
+    assert result_of(system.reset_client.call_async(Trigger.Request())).success
+    system.feed(5.0, odometry=False)
+    response = system.ask("Where is the door?")
+    assert response.success, response.message
+    assert not any(d.startswith("After I ") for d in response.answer.keyframe_descriptions)
+
+
+def test_action_reports_every_stage_then_the_result(system):
+    system.feed(3.0)
+    feedback = []
+    sent = result_of(
+        system.action.send_goal_async(
+            AnswerSpatial.Goal(question="How far did I walk?"),
+            feedback_callback=lambda m: feedback.append((m.feedback.stage, m.feedback.progress)),
+        )
+    )
+    assert sent.accepted
+    outcome = result_of(sent.get_result_async())
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED and outcome.result.success, outcome.result.message
+    assert outcome.result.answer.question == "How far did I walk?"
+    assert wait_for(lambda: len(feedback) >= 5, timeout=5), feedback
+    assert [stage for stage, _ in feedback] == ["queued", "keyframes", "perception", "reasoning", "done"]
+    assert [p for _, p in feedback] == sorted(p for _, p in feedback) and feedback[-1][1] == 1.0
+
+
+def test_action_cancel_while_the_model_works_and_the_node_answers_after(system, gate):
+    system.feed(3.0)
+    gate.close()
+    sent = result_of(system.action.send_goal_async(AnswerSpatial.Goal(question="Where did I start?")))
+    assert sent.accepted and gate.entered.wait(WAIT_S)
+    result_of(sent.cancel_goal_async())
+    outcome = result_of(sent.get_result_async())
+    assert outcome.status == GoalStatus.STATUS_CANCELED
+    assert not outcome.result.success and "cancelled" in outcome.result.message
+    gate.open()
+    assert system.ask("And now?").success
+
+
+def test_busy_queue_answers_at_once_over_its_bound(system, gate):
+    system.feed(3.0)
+    gate.close()
+    first = system.ask_async("first?")
+    assert gate.entered.wait(WAIT_S)
+    second = system.ask_async("second?")
+    assert wait_for(lambda: system.node.worker.waiting == 1)
+    third = system.ask("third?")  # answered while the first still sits in the model
+    assert not gate._open.is_set()
+    assert not third.success and "busy" in third.message
+    gate.open()
+    assert result_of(first).success and result_of(second).success
+
+
+def test_timeout_fails_the_question_and_the_node_stays_usable(system, gate):
+    system.feed(3.0)
+    assert all(r.successful for r in system.set_params(Parameter("query.timeout_s", value=1.0)))
+    gate.close()
+    response = system.ask("Slow question?")
+    assert not response.success and "timed out after 1 s" in response.message
+    gate.open()
+    assert all(r.successful for r in system.set_params(Parameter("query.timeout_s", value=60.0)))
+    later = system.ask("Fast question?")
+    assert later.success, later.message
+
+
+def test_reset_clears_history_and_an_empty_window_says_so(system):
+    system.feed(2.0)
+    reset = result_of(system.reset_client.call_async(Trigger.Request()))
+    assert reset.success and "history cleared" in reset.message
+    assert len(system.node.buffer) == 0 and len(system.node.selector) == 0
+    response = system.ask("What is ahead?")
+    assert not response.success and "no camera frames" in response.message
+
+
+def test_stamps_jumping_back_clear_the_old_history(system):
+    system.feed(3.0)
+    earlier = system.node.buffer.oldest_ns - 100 * NS_PER_S  # a bag that loops
+    stamps = system.feed(3.0, start_ns=earlier)
+    assert system.node.buffer.oldest_ns >= stamps[0] and system.node.newest_ns == stamps[-1]
+    response = system.ask("Where am I?", window_s=600.0)
+    assert response.success and set(keyframe_stamps_ns(response.answer)) <= set(stamps)
+
+
+def test_malformed_images_are_dropped_counted_and_the_node_keeps_answering(system):
+    node = system.node
+    before, received = dict(node.stats.dropped), node.stats.frames_received
+    good = rgb_image_message(np.zeros((8, 8, 3), np.uint8), system.next_ns, "camera")
+    bad = []
+    for change in (
+        dict(step=5),  # wrong step
+        dict(data=bytes(10)),  # size mismatch
+        dict(encoding="32FC1"),  # unknown encoding
+        dict(height=0, width=0, step=0, data=b""),  # zero size
+    ):
+        message = Image(
+            **{k: getattr(good, k) for k in ("height", "width", "encoding", "step")}, data=good.data
+        )
+        message.header = good.header
+        for key, value in change.items():
+            setattr(message, key, value)
+        bad.append(message)
+    for message in bad:
+        system.image_pub.publish(message)
+    stamps = system.feed(2.0)
+    assert wait_for(lambda: node.stats.frames_received >= received + len(bad) + len(stamps))
+    for reason in ("wrong_step", "size_mismatch", "unknown_encoding", "zero_size"):
+        assert node.stats.dropped.get(reason, 0) == before.get(reason, 0) + 1, reason
+    assert system.ask("Still there?").success
+    # /diagnostics counts them.
+    mine = "/robot/embodied_r: embodied spatial reasoner"
+
+    def dropped_in_diagnostics():
+        for array in list(system.diagnostics):
+            for status in array.status:
+                values = {kv.key: kv.value for kv in status.values}
+                if status.name == mine and int(values["frames_dropped"]) >= 4:
+                    return values
+        return None
+
+    assert wait_for(lambda: dropped_in_diagnostics() is not None)
+    values = dropped_in_diagnostics()
+    for key in (
+        "frames_received",
+        "keyframes_held",
+        "process_memory_mb",
+        "last_query_latency_s",
+        "last_query.perception_s",
+        "vlm",
+        "lm",
+    ):
+        assert key in values, key
+    assert float(values["process_memory_mb"]) > 0 and int(values["frames_dropped.unknown_encoding"]) >= 1
+
+
+def test_compressed_camera(system):
+    stamps = system.feed_compressed(4.0)
+    response = system.ask("What did I see?", client=system.ask_client2)
+    assert response.success, response.message
+    keyframes = keyframe_stamps_ns(response.answer)
+    assert len(keyframes) >= 4 and set(keyframes) <= set(stamps)
+    assert system.compressed_node.stats.dropped == {}
+
+
+def test_question_topic_is_answered_on_the_answer_topic(system):
+    system.feed(2.0)
+    system.question_pub.publish(String(data="What did I see last?"))
+    assert wait_for(lambda: any(a.question == "What did I see last?" for a in system.answers))
+    (answer,) = [a for a in system.answers if a.question == "What did I see last?"]
+    assert answer.query_id.startswith("q") and len(answer.keyframe_stamps) >= 1
+
+
+def test_parameters_are_validated_with_reasons(system):
+    (negative,) = system.set_params(Parameter("query.timeout_s", value=-1.0))
+    assert not negative.successful and "out of range" in negative.reason
+    (too_long,) = system.set_params(Parameter("query.queue_length", value=100))
+    assert not too_long.successful and "queue_length" in too_long.reason
+    (read_only,) = system.set_params(Parameter("vlm.model", value="other-model"))
+    assert not read_only.successful and "read-only" in read_only.reason
+    (wrong_type,) = system.set_params(Parameter("query.window_s", value="long"))
+    assert not wrong_type.successful
+    (ok,) = system.set_params(Parameter("query.queue_length", value=3))
+    assert ok.successful and system.node.worker.queue_length == 3
+    assert system.node.params.config.query.queue_length == 3
+    system.set_params(Parameter("query.queue_length", value=1))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("keyframes.min_keyframes", 40, "max_keyframes must be >= keyframes.min_keyframes"),
+        ("camera.qos", "fast", "camera.qos must be one of"),
+        ("buffer.memory_mb", -1.0, "out of range"),
+        ("buffer.memory_mb", 256, "must be a float"),
+    ],
+)
+def test_bad_start_parameters_stop_the_node_with_a_reason(ros_context, gated_pipeline, name, value, words):
+    pipeline, _, config = gated_pipeline
+    with pytest.raises(ConfigError, match=words) as info:
+        EmbodiedRNode(
+            pipeline=pipeline,
+            context=ros_context,
+            node_name="embodied_r_bad",
+            parameter_overrides=[Parameter(name, value=value)],
+        )
+    assert name in str(info.value) or name.split(".")[0] in str(info.value)
+
+
+def test_a_client_in_another_process(system, tmp_path: Path):
+    stamps = system.feed(4.0)
+    command = shutil.which("embodied-r")
+    assert command, "embodied-r is not on PATH: build with `make build` and source install/setup.bash"
+    common = ["--node", "/robot/embodied_r", "--wait", "30", "--window", "3.8"]  # this clip only
+    result = subprocess.run(
+        [command, "ask", "Which way did I turn?", "--options", "left", "right", "--json", *common],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["success"] and record["options"] == ["left", "right"]
+    assert set(record["keyframe_stamps_ns"]) <= set(stamps) and len(record["keyframe_descriptions"]) >= 4
+    report = tmp_path / "report.html"
+    result = subprocess.run(
+        [command, "ask", "How far did I walk?", "--action", "--report", str(report), *common],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "perception" in result.stdout and "reasoning:" in result.stdout and "key frames" in result.stdout
+    html = report.read_text()
+    assert "How far did I walk?" in html and html.count("data:image/jpeg;base64,") >= 4
+
+
+def test_stamp_helpers():
+    assert stamp_to_ns(Time(sec=3, nanosec=7)) == 3 * NS_PER_S + 7
+    assert stamp_to_ns(ns_to_time(5 * NS_PER_S + 9)) == 5 * NS_PER_S + 9
