@@ -20,7 +20,7 @@ BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg sr
 # Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
-.PHONY: all venv build demo test lint bench clean distclean
+.PHONY: all venv build demo test lint bench soak clean distclean
 
 all: build
 
@@ -52,7 +52,13 @@ bench: build
 	mkdir -p out
 	$(RUN) python bench/bench_keyframes.py --json out/bench_keyframes.json && \
 		EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_pipeline.py --json out/bench_pipeline.json && \
-		python bench/bench_synth.py --json out/bench_synth.json
+		python bench/bench_synth.py --json out/bench_synth.json && \
+		python bench/bench_node_ingest.py --qos reliable --json out/bench_node_ingest.json && \
+		python bench/bench_node_latency.py --json out/bench_node_latency.json
+# The 10-minute soak is separate: make soak
+soak: build
+	mkdir -p out
+	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_node_soak.py --json out/bench_node_soak.json
 
 clean:
 	rm -rf build install log
