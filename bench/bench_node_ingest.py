@@ -134,16 +134,10 @@ def main() -> None:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from embodied_r_ros.backends.tiny_models import (
-        build_tiny_models,
-        default_tiny_models_dir,
-        tiny_models_complete,
-    )
+    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
     from embodied_r_ros.node import EmbodiedRNode
 
-    models = args.models_dir or default_tiny_models_dir()
-    if not tiny_models_complete(models, seed=0):
-        build_tiny_models(models)
+    models = ensure_tiny_models(args.models_dir)
     rclpy.init()
     overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"), "vlm.device": "cpu",
                  "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos}  # fmt: skip

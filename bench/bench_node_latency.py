@@ -53,19 +53,13 @@ def main() -> None:
     from rclpy.qos import QoSProfile
     from sensor_msgs.msg import Image
 
-    from embodied_r_ros.backends.tiny_models import (
-        build_tiny_models,
-        default_tiny_models_dir,
-        tiny_models_complete,
-    )
+    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
     from embodied_r_ros.frames import NS_PER_S
     from embodied_r_ros.node import EmbodiedRNode
     from embodied_r_ros.ros_messages import ns_to_time, rgb_image_message
     from embodied_r_ros.synthetic_clip import synthetic_clip
 
-    models = args.models_dir or default_tiny_models_dir()
-    if not tiny_models_complete(models, seed=0):
-        build_tiny_models(models)
+    models = ensure_tiny_models(args.models_dir)
     rclpy.init()
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),

@@ -70,18 +70,12 @@ def main() -> None:
     from sensor_msgs.msg import Image
 
     from embodied_r_ros.ask import SpatialClient
-    from embodied_r_ros.backends.tiny_models import (
-        build_tiny_models,
-        default_tiny_models_dir,
-        tiny_models_complete,
-    )
+    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
     from embodied_r_ros.frames import NS_PER_S
     from embodied_r_ros.ros_messages import ns_to_time, rgb_image_message
     from embodied_r_ros.synthetic_clip import synthetic_clip
 
-    models = args.models_dir or default_tiny_models_dir()
-    if not tiny_models_complete(models, seed=0):
-        build_tiny_models(models)
+    models = ensure_tiny_models(args.models_dir)
     width, height = (int(v) for v in args.size.split("x"))
     executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
     params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"

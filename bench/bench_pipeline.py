@@ -25,11 +25,7 @@ from pathlib import Path
 import torch
 
 from embodied_r_ros.backends import load_backend
-from embodied_r_ros.backends.tiny_models import (
-    build_tiny_models,
-    default_tiny_models_dir,
-    tiny_models_complete,
-)
+from embodied_r_ros.backends.tiny_models import ensure_tiny_models
 from embodied_r_ros.config import ModelConfig
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Perceiver
@@ -88,9 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    models = args.models_dir or default_tiny_models_dir()
-    if not tiny_models_complete(models):
-        build_tiny_models(models)
+    models = ensure_tiny_models(args.models_dir)
     common = dict(device="cpu", dtype="float32", max_new_tokens=args.max_new_tokens)
     vlm = load_backend(ModelConfig(model=str(models / "vlm"), **common), vision=True)
     lm = load_backend(ModelConfig(model=str(models / "lm"), **common), vision=False)

@@ -29,12 +29,9 @@ def _pipeline_config(args: argparse.Namespace, console: Console) -> tuple[Pipeli
     smoke = not (args.vlm and args.lm)
     vlm, lm = args.vlm, args.lm
     if smoke:
-        from .backends.tiny_models import build_tiny_models, default_tiny_models_dir, tiny_models_complete
+        from .backends.tiny_models import ensure_tiny_models
 
-        models_dir = default_tiny_models_dir()
-        if not tiny_models_complete(models_dir, seed=0):
-            console.print(f"building the tiny smoke models in {models_dir} ...")
-            build_tiny_models(models_dir)
+        models_dir = ensure_tiny_models()
         vlm = vlm or str(models_dir / "vlm")
         lm = lm or str(models_dir / "lm")
     common = dict(device=args.device, max_new_tokens=args.max_new_tokens or 48)

@@ -75,11 +75,9 @@ def parameter_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
     overrides: dict[str, Any] = {}
     if args.tiny_models is not None:
-        from .backends.tiny_models import build_tiny_models, default_tiny_models_dir, tiny_models_complete
+        from .backends.tiny_models import ensure_tiny_models
 
-        models = Path(args.tiny_models) if args.tiny_models else default_tiny_models_dir()
-        if not tiny_models_complete(models, seed=0):
-            build_tiny_models(models)
+        models = ensure_tiny_models(Path(args.tiny_models) if args.tiny_models else None)
         overrides.update({"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm")})
     for role in ("vlm", "lm"):
         if getattr(args, role):

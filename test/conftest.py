@@ -32,11 +32,7 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     complete build of the current format and (re)built there otherwise, so later runs start faster;
     without it the models are built into a temporary directory.
     """
-    from embodied_r_ros.backends.tiny_models import build_tiny_models, tiny_models_complete
+    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
 
     given = os.environ.get(TINY_MODELS_ENV, "")
-    out = Path(given) if given else tmp_path_factory.mktemp("tiny_models")
-    if not tiny_models_complete(out, seed=0):
-        logger.info("building the tiny models in %s", out)
-        build_tiny_models(out, seed=0)
-    return out
+    return ensure_tiny_models(Path(given) if given else tmp_path_factory.mktemp("tiny_models"))

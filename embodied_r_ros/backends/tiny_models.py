@@ -332,6 +332,15 @@ def default_tiny_models_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "embodied_r_ros" / "tiny-models"
 
 
+def ensure_tiny_models(root: Path | None = None) -> Path:
+    """``root`` (default :func:`default_tiny_models_dir`) holding the seed-0 tiny models, built if missing."""
+    root = Path(root) if root else default_tiny_models_dir()
+    if not tiny_models_complete(root, seed=0):
+        logger.info("building the tiny smoke models in %s", root)
+        build_tiny_models(root, seed=0)
+    return root
+
+
 def tiny_models_complete(root: Path, seed: int | None = None) -> bool:
     """True when ``root`` holds both tiny models built by this version of the builder (with ``seed``)."""
     root = Path(root)
