@@ -1,0 +1,476 @@
+"""GRPO rewards and the staged weight schedule: hand-written completions with known scores, the reference
+model's batching, the schedule's epoch boundaries, and TRL 1.16's own reward call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from embodied_r_training.rewards import (
+    REFERENCE_PROMPT_VERSION,
+    ConsistencyConfig,
+    ConsistencyReward,
+    StagedReward,
+    accuracy_reward,
+    completion_text,
+    format_reward,
+)
+from embodied_r_training.schedule import (
+    PAPER_STAGES,
+    RewardSchedule,
+    RewardWeights,
+    Stage,
+    epoch_from_state,
+)
+from transformers import TrainerState
+
+from embodied_r_ros.backends import ChatRequest, GenerationBackend, load_backend
+from embodied_r_ros.config import ConfigError, ModelConfig
+
+OPTIONS = ["the chair", "the lamp", "the table", "the door"]
+QUESTION = "Which object is closest to me at the end of the video?"
+DESCRIPTION = "Frame 0: Observe: a red chair ahead-left, a lamp on the right."
+
+
+def _c(think: str, answer: str) -> str:
+    return f"<think>{think}</think><answer>{answer}</answer>"
+
+
+def _chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text}]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Test double of the REFERENCE model only: replies with given strings and records every call, so that
+# consistency scores can be checked exactly. The policy side is never faked.
+
+
+class ScriptedReference:
+    """A GenerationBackend whose replies are given in advance (reference model test double)."""
+
+    def __init__(self, replies: Sequence[str]) -> None:
+        self.config = ModelConfig(model="scripted-reference")
+        self.supports_images = False
+        self.replies = list(replies)
+        self.calls: list[tuple[list[ChatRequest], int | None, float | None]] = []
+
+    def generate(
+        self,
+        requests: Sequence[ChatRequest],
+        *,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> list[str]:
+        self.calls.append((list(requests), max_new_tokens, temperature))
+        replies, self.replies = self.replies[: len(requests)], self.replies[len(requests) :]
+        assert len(replies) == len(requests), "the test scripted too few reference replies"
+        return replies
+
+    def close(self) -> None:
+        pass
+
+
+class CountingBackend:
+    """A thin delegate around a real backend that counts generate calls and requests."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.config = inner.config
+        self.supports_images = inner.supports_images
+        self.calls: list[int] = []  # number of requests per call
+        self.replies: list[str] = []
+
+    def generate(self, requests: Sequence[ChatRequest], **kwargs: Any) -> list[str]:
+        self.calls.append(len(requests))
+        out = self.inner.generate(requests, **kwargs)
+        self.replies.extend(out)
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+# ----------------------------------------------------------------------------------------------------
+# format
+
+
+@pytest.mark.parametrize(
+    ("completion", "score"),
+    [
+        (_c("The chair is nearer.", "B"), 1.0),
+        ("  <think>a</think>\n\n<answer>B</answer>\n", 1.0),  # whitespace around and between is fine
+        (_c("", "B"), 1.0),  # empty reasoning allowed (paper's format rule)
+        (_c("a", "B") + " Hope this helps.", 0.0),  # trailing text after </answer>
+        ("<think>a</think><answer>A</answer><answer>B</answer>", 0.0),  # two answer tags
+        ("<think>a</think> so <answer>B</answer>", 0.0),  # text between the blocks
+        ("Sure! " + _c("a", "B"), 0.0),  # text before <think>
+        ("<answer>B</answer>", 0.0),  # no reasoning block
+        ("<think>a</think>", 0.0),  # no answer
+        (_c("a", "  "), 0.0),  # empty answer
+        ("<think>a <answer>B</answer></think><answer>B</answer>", 0.0),  # answer tag inside think
+        ("<think>a</think><answer>B", 0.0),  # truncated
+        ("", 0.0),
+        (_chat(_c("a", "B")), 1.0),  # chat-message completion
+        (_chat(_c("a", "B") + " extra"), 0.0),
+        ([{"role": "assistant", "content": [{"type": "text", "text": _c("a", "B")}]}], 1.0),
+        (None, 0.0),
+        ([{"role": "assistant"}], 0.0),
+    ],
+)
+def test_format_reward_table(completion: Any, score: float) -> None:
+    assert format_reward([completion]) == [score]
+
+
+def test_completion_text_joins_chat_messages() -> None:
+    assert completion_text([{"role": "assistant", "content": "<think>a"}, {"content": "</think>"}]) == (
+        "<think>a</think>"
+    )
+    assert completion_text(42) == ""  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------------
+# accuracy
+
+
+@pytest.mark.parametrize(
+    ("completion", "solution", "score"),
+    [
+        (_c("The lamp is nearer.", "B"), "B", 1.0),
+        (_c("x", "B"), "b", 1.0),  # solution letter case does not matter
+        (_c("x", "(b)"), "B", 1.0),
+        (_c("x", "**B.**"), "B", 1.0),
+        (_c("x", "The answer is B"), "B", 1.0),
+        (_c("x", "the lamp"), "B", 1.0),  # option text
+        (_c("x", "C"), "B", 0.0),
+        # adversarial: the letter only in the reasoning
+        (_c("Option B is the closest, so it is B.", "unsure"), "B", 0.0),
+        (_c("Option B is wrong.", "C"), "C", 1.0),  # "Option B" in think does not beat the answer
+        (_c("Option B is wrong.", "C"), "B", 0.0),
+        ("<think>It is B.</think>", "B", 0.0),  # no answer block at all
+        ("The answer is B.", "B", 0.0),  # no tags: nothing is read
+        # adversarial: two answer tags: the LAST block after the reasoning is the answer
+        ("<think>x</think><answer>A</answer><answer>B</answer>", "B", 1.0),
+        ("<think>x</think><answer>A</answer><answer>B</answer>", "A", 0.0),
+        # adversarial: trailing text after </answer> is not read
+        (_c("x", "B") + " Actually, A.", "B", 1.0),
+        (_c("x", "B") + " Actually, A.", "A", 0.0),
+        (_c("x", "A or B"), "B", 0.0),  # ambiguous
+        (_c("x", "E"), "B", 0.0),  # not one of the four options
+        (_chat(_c("x", "B")), "B", 1.0),
+    ],
+)
+def test_accuracy_multiple_choice_table(completion: Any, solution: str, score: float) -> None:
+    assert accuracy_reward([completion], solution=[solution], options=[OPTIONS]) == [score]
+
+
+@pytest.mark.parametrize(
+    ("answer", "solution", "score"),
+    [
+        ("2 m", 2.0, 1.0),
+        ("2", 2.0, 1.0),
+        ("200 cm", 2.0, 1.0),  # units are converted
+        ("about 6.5 feet", 2.0, 1.0),  # 1.98 m: 0.9 % off
+        ("2.2 meters", 2.0, 0.9),  # 10 % off: inside 9 of the 10 thresholds
+        ("3m", 2.0, 0.1),  # 50 % off: only the loosest threshold
+        ("5 m", 2.0, 0.0),
+        ("12.5 square meters", "12.5", 1.0),  # solution given as a numeric string
+        ("1,250 sq ft", 116.13, 1.0),  # 1250 sq ft = 116.13 m^2
+        ("three chairs", 3, 1.0),
+        ("unknown", 2.0, 0.0),
+        ("", 2.0, 0.0),
+    ],
+)
+def test_accuracy_numeric_table(answer: str, solution: Any, score: float) -> None:
+    got = accuracy_reward([_c("x", answer)], solution=[solution], options=[[]])
+    assert got == [pytest.approx(score)]
+
+
+def test_numeric_value_in_think_only_scores_zero() -> None:
+    completion = _c("The distance is 2 m.", "I cannot tell")
+    assert accuracy_reward([completion], solution=[2.0], options=[[]]) == [0.0]
+
+
+def test_row_kind_without_options_column() -> None:
+    # No options column: a letter solution is multiple choice (any letter A-Z valid), else numeric.
+    completions = [_c("x", "B"), _c("x", "4 chairs"), _c("x", "D")]
+    assert accuracy_reward(completions, solution=["B", 4, "C"]) == [1.0, 1.0, 0.0]
+
+
+def test_bad_solutions_name_the_row() -> None:
+    with pytest.raises(ValueError, match=r"row 1: multiple-choice solution"):
+        accuracy_reward([_c("x", "B")] * 2, solution=["B", 2.5], options=[OPTIONS, OPTIONS])
+    with pytest.raises(ValueError, match=r"row 0: solution 'about two'"):
+        accuracy_reward([_c("x", "2")], solution=["about two"], options=[[]])
+    with pytest.raises(ValueError, match="column 'solution'"):
+        accuracy_reward([_c("x", "B")], solution=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="column 'options' has 1 entries for 2 completions"):
+        accuracy_reward([_c("x", "B")] * 2, solution=["B", "B"], options=[OPTIONS])
+
+
+# ----------------------------------------------------------------------------------------------------
+# consistency: exact values with the scripted reference
+
+
+def _batch() -> dict[str, Any]:
+    """Four completions of two questions: correct MC, wrong MC, correct numeric, malformed wrong."""
+    return {
+        "prompts": [DESCRIPTION] * 4,
+        "completions": [
+            _c("The lamp is on my right and nearest.", "B"),
+            _c("The door is nearest.", "D"),
+            _c("I walked two metres.", "2.1 m"),
+            "The answer is B",
+        ],
+        "solution": ["B", "B", 2.0, "B"],
+        "question": [QUESTION, QUESTION, "How far did I walk?", QUESTION],
+        "options": [OPTIONS, OPTIONS, [], OPTIONS],
+    }
+
+
+def test_consistency_scores_only_correct_answers_in_one_call() -> None:
+    reference = ScriptedReference(["B", "<think>hm</think><answer>2 m</answer>"])
+    assert isinstance(reference, GenerationBackend)
+    scores = ConsistencyReward(reference)(**_batch())
+    assert scores == [1.0, 0.0, 1.0, 0.0]
+    assert len(reference.calls) == 1
+    requests, max_new_tokens, temperature = reference.calls[0]
+    assert len(requests) == 2  # the wrong and the malformed answers were not sent
+    assert temperature == pytest.approx(0.1) and max_new_tokens == ConsistencyConfig().max_new_tokens
+    mc_text = "\n".join(m.joined_text for m in requests[0])
+    assert QUESTION in mc_text and "B. the lamp" in mc_text and "D. the door" in mc_text
+    assert "The lamp is on my right and nearest." in mc_text
+    assert "red chair" not in mc_text and "Frame 0" not in mc_text  # no video description
+    assert "I walked two metres." in "\n".join(m.joined_text for m in requests[1])
+
+
+def test_consistency_disagreement_scores_zero() -> None:
+    # Reference reads the reasoning as leading to C; numeric reference 3 m vs the policy's 2.1 m.
+    reference = ScriptedReference(["C", "3 m"])
+    scores = ConsistencyReward(reference)(**_batch())
+    assert scores[0] == 0.0
+    assert scores[2] == pytest.approx(0.2)  # 3 vs 2.1: 42.9 % off, inside 2 thresholds (graded)
+
+
+def test_consistency_makes_no_call_when_nothing_is_correct() -> None:
+    reference = ScriptedReference([])
+    batch = _batch()
+    batch["solution"] = ["A", "A", 50.0, "A"]
+    assert ConsistencyReward(reference)(**batch) == [0.0] * 4
+    assert reference.calls == []
+
+
+def test_consistency_needs_question_and_options_columns() -> None:
+    batch = _batch()
+    del batch["question"]
+    with pytest.raises(ValueError, match="'question' and 'options'"):
+        ConsistencyReward(ScriptedReference([]))(**batch)
+    with pytest.raises(TypeError, match="generate"):
+        ConsistencyReward(object())  # type: ignore[arg-type]
+    assert REFERENCE_PROMPT_VERSION
+
+
+# ----------------------------------------------------------------------------------------------------
+# consistency with a real tiny model: call counting
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny_models_dir: Path) -> CountingBackend:
+    backend = load_backend(ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu"), vision=False)
+    yield CountingBackend(backend)
+    backend.close()
+
+
+def test_real_reference_one_batched_call_per_step(tiny_reference: CountingBackend) -> None:
+    group = 8  # one prompt's rollouts, as TRL passes them
+    answers = ["B", "C", "B", "(B)", "A", "the lamp", "D", "B"]
+    completions = [_c(f"Reasoning number {i}.", a) for i, a in enumerate(answers)]
+    reward = ConsistencyReward(tiny_reference, ConsistencyConfig(max_new_tokens=4))
+    calls_before = len(tiny_reference.calls)
+    scores = reward(
+        completions, solution=["B"] * group, question=[QUESTION] * group, options=[OPTIONS] * group
+    )
+    assert tiny_reference.calls[calls_before:] == [5]  # one call with the five correct answers
+    assert len(scores) == group and set(scores) <= {0.0, 1.0}
+    assert [scores[i] for i in (1, 4, 6)] == [0.0, 0.0, 0.0]  # wrong answers score 0 without a query
+
+    reward(
+        completions, solution=["E"] * group, question=[QUESTION] * group, options=[OPTIONS + ["x"]] * group
+    )
+    assert len(tiny_reference.calls) == calls_before + 1  # no correct answer: no call
+
+
+# ----------------------------------------------------------------------------------------------------
+# schedule
+
+
+@pytest.mark.parametrize(
+    ("epoch", "ratio"),
+    [
+        (1, (7, 3, 0)),
+        (2, (7, 3, 0)),
+        (3, (3, 7, 0)),
+        (4, (3, 7, 0)),
+        (5, (1, 7, 2)),
+        (12, (1, 7, 2)),
+        (99, (1, 7, 2)),
+    ],
+)
+def test_paper_schedule(epoch: int, ratio: tuple[int, int, int]) -> None:
+    weights = RewardSchedule().weights_for_epoch(epoch)
+    assert (weights.format, weights.accuracy, weights.consistency) == pytest.approx([r / 10 for r in ratio])
+
+
+@pytest.mark.parametrize(
+    ("state_epoch", "epoch"),
+    [
+        (None, 1),
+        (0.0, 1),
+        (0.5, 1),
+        (0.999, 1),
+        (1.0, 2),
+        (1.99, 2),
+        (2.0, 3),
+        (2 - 1e-12, 3),
+        (4.0, 5),
+        (11.5, 12),
+    ],
+)
+def test_epoch_from_trainer_state(state_epoch: float | None, epoch: int) -> None:
+    assert epoch_from_state(TrainerState(epoch=state_epoch)) == epoch
+
+
+@pytest.mark.parametrize("steps_in_epoch", [1, 3, 7, 10, 49])
+def test_trainer_epoch_floats_map_to_their_epoch(steps_in_epoch: int) -> None:
+    # transformers' Trainer: after step s of 0-based epoch e, state.epoch = e + (s + 1) / steps_in_epoch;
+    # rewards of step s see the value left by the step before (e + s / n, or exactly e after an epoch).
+    schedule = RewardSchedule()
+    for e in range(6):
+        seen = [e if s == 0 else e + s / steps_in_epoch for s in range(steps_in_epoch)]
+        if e > 0:
+            seen[0] = (e - 1) + steps_in_epoch / steps_in_epoch  # the value the last step of e-1 left
+        for value in seen:
+            assert epoch_from_state(TrainerState(epoch=value)) == e + 1
+            assert schedule.weights_for_state(TrainerState(epoch=value)) == schedule.weights_for_epoch(e + 1)
+
+
+def test_custom_schedule_and_errors() -> None:
+    schedule = RewardSchedule.from_list(
+        [{"start_epoch": 1, "format": 1, "accuracy": 1}, {"start_epoch": 2, "accuracy": 1, "consistency": 3}]
+    )
+    assert schedule.weights_for_epoch(1) == RewardWeights(0.5, 0.5, 0.0)
+    assert schedule.weights_for_epoch(7) == RewardWeights(0.0, 0.25, 0.75)
+    assert RewardSchedule().stages == PAPER_STAGES
+    with pytest.raises(ConfigError, match="unknown key.*'acc'.*known keys: accuracy"):
+        RewardSchedule.from_list([{"start_epoch": 1, "acc": 1}])
+    with pytest.raises(ConfigError, match="no start_epoch"):
+        RewardSchedule.from_list([{"format": 1}])
+    with pytest.raises(ConfigError, match="must start at epoch 1"):
+        RewardSchedule((Stage(2, 1, 0, 0),))
+    with pytest.raises(ConfigError, match="increase strictly"):
+        RewardSchedule((Stage(1, 1, 0, 0), Stage(3, 1, 0, 0), Stage(3, 0, 1, 0)))
+    with pytest.raises(ConfigError, match="all 0"):
+        Stage(1, 0, 0, 0)
+    with pytest.raises(ConfigError, match=">= 0"):
+        Stage(1, 1, -1, 0)
+    with pytest.raises(ValueError, match="1-based"):
+        RewardSchedule().weights_for_epoch(0)
+    with pytest.raises(ValueError, match="needs trainer_state"):
+        epoch_from_state(None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# weighted total
+
+
+def test_staged_total_by_epoch_logs_every_reward(caplog: pytest.LogCaptureFixture) -> None:
+    reference = ScriptedReference(["B", "2 m"])
+    total = StagedReward(consistency=ConsistencyReward(reference))
+    batch = _batch()
+    fmt, acc = [1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]  # 2.1 vs 2.0 is 5 % off: MRA 1.0
+    metrics: list[tuple[str, float]] = []
+
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rewards"):
+        early = total(
+            **batch, trainer_state=TrainerState(epoch=1.5), log_metric=lambda k, v: metrics.append((k, v))
+        )
+    assert early == pytest.approx([0.7 * f + 0.3 * a for f, a in zip(fmt, acc, strict=True)])
+    assert reference.calls == []  # consistency weight 0 in epochs 1-4: no reference queries
+    assert "epoch 2" in caplog.text and "consistency skipped" in caplog.text
+    assert {k for k, _ in metrics} == {"reward/format", "reward/accuracy", "reward/total"}
+
+    metrics.clear()
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rewards"):
+        late = total(
+            **batch, trainer_state=TrainerState(epoch=4.0), log_metric=lambda k, v: metrics.append((k, v))
+        )
+    cons = [1.0, 0.0, 1.0, 0.0]
+    assert late == pytest.approx(
+        [0.1 * f + 0.7 * a + 0.2 * c for f, a, c in zip(fmt, acc, cons, strict=True)]
+    )
+    assert len(reference.calls) == 1
+    assert dict(metrics)["reward/consistency"] == pytest.approx(0.5)
+    assert dict(metrics)["reward/total"] == pytest.approx(sum(late) / 4)
+    assert "epoch 5" in caplog.text
+
+    with pytest.raises(ValueError, match="no ConsistencyReward"):
+        StagedReward()
+    plain = StagedReward(RewardSchedule((Stage(1, 1, 1, 0),)))
+    assert plain(**batch, trainer_state=TrainerState(epoch=9.0)) == pytest.approx([1.0, 0.5, 1.0, 0.0])
+
+
+# ----------------------------------------------------------------------------------------------------
+# TRL 1.16's own reward call
+
+
+def test_trl_grpo_calculate_rewards_calls_our_functions(tiny_reference: CountingBackend) -> None:
+    """Run GRPOTrainer._calculate_rewards itself (TRL's code, not a copy) on a stand-in trainer object."""
+    from accelerate import Accelerator
+    from trl import GRPOTrainer
+
+    batch = _batch()
+    # Dataset rows as TRL hands them to _calculate_rewards: every column, repeated per completion.
+    inputs = [
+        {"prompt": p, "solution": s, "question": q, "options": o, "task": "relative_distance"}
+        for p, s, q, o in zip(
+            batch["prompts"], batch["solution"], batch["question"], batch["options"], strict=True
+        )
+    ]
+    scripted = ScriptedReference(["B", "2 m"])
+    funcs = [
+        format_reward,
+        accuracy_reward,
+        ConsistencyReward(scripted),
+        StagedReward(consistency=ConsistencyReward(tiny_reference)),
+    ]
+    metrics: dict[str, list[float]] = {}
+    trainer = SimpleNamespace(
+        accelerator=Accelerator(cpu=True),
+        args=SimpleNamespace(report_to=[]),
+        state=TrainerState(epoch=6.25, global_step=3),
+        reward_funcs=funcs,
+        reward_processing_classes=[None] * len(funcs),
+        reward_func_names=[getattr(f, "__name__", type(f).__name__) for f in funcs],
+        environments=None,
+        _log_completion_extra=lambda column, values: None,
+        _log_metric=lambda name, value: metrics.setdefault(name, []).append(value),
+    )
+    calls_before = len(tiny_reference.calls)
+    rewards = GRPOTrainer._calculate_rewards(
+        trainer, inputs, batch["prompts"], batch["completions"], [[1, 2, 3]] * len(inputs)
+    )
+    assert rewards.shape == (4, 4) and not torch.isnan(rewards).any()
+    assert rewards[:, 0].tolist() == [1.0, 1.0, 1.0, 0.0]
+    assert rewards[:, 1].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert rewards[:, 2].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert len(tiny_reference.calls) == calls_before + 1  # epoch 7: the staged total queried once
+    assert set(metrics) == {"reward/format", "reward/accuracy", "reward/consistency", "reward/total"}
+    # Epoch 7 weighs 0.1:0.7:0.2; the random tiny reference's agreement is unknown, so bounds for the
+    # correct rows, exact values for the wrong ones (not queried).
+    total = rewards[:, 3].tolist()
+    assert 0.8 - 1e-6 <= total[0] <= 1.0 + 1e-6 and total[1] == pytest.approx(0.1)
+    assert 0.8 - 1e-6 <= total[2] <= 1.0 + 1e-6 and total[3] == 0.0

@@ -1,0 +1,141 @@
+"""The staged reward weights of Embodied-R: which mix of format, accuracy and consistency each epoch trains.
+
+The paper trains format first, then accuracy, then adds logical consistency: format:accuracy:consistency
+is 7:3:0 in epochs 1-2, 3:7:0 in epochs 3-4 and 1:7:2 from epoch 5 on. The public reference code only
+implemented the last stage; here the whole schedule is data (:class:`RewardSchedule`), the paper's as
+the default.
+
+Epochs are 1-based. TRL hands reward functions ``trainer_state``, whose ``epoch`` is a float: 0.0 before
+the first optimizer step and ``e + (step + 1) / steps_in_epoch`` after a step of the 0-based epoch ``e``
+(transformers' Trainer), so it reaches exactly ``e + 1`` at the end of epoch ``e``. The 1-based epoch of
+a step is therefore ``floor(state.epoch) + 1``: 0.0 .. 0.999 is epoch 1, 1.0 (the first step after the
+first epoch ended) is epoch 2, and so on. See :func:`epoch_from_state`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from embodied_r_ros.config import ConfigError
+
+# A float epoch a hair below an integer (accumulated rounding) still counts as that integer's epoch.
+_EPOCH_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """The weights of the three rewards in the total; they sum to 1 (RewardSchedule.weights_for_epoch)."""
+
+    format: float
+    accuracy: float
+    consistency: float
+
+
+@dataclass(frozen=True)
+class Stage:
+    """From ``start_epoch`` (1-based) until the next stage: the format:accuracy:consistency ratio."""
+
+    start_epoch: int = 1
+    format: float = 0.0
+    accuracy: float = 0.0
+    consistency: float = 0.0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.start_epoch, bool)
+            or not isinstance(self.start_epoch, int)
+            or self.start_epoch < 1
+        ):
+            raise ConfigError(f"reward stage start_epoch must be an integer >= 1, got {self.start_epoch!r}")
+        ratios = (self.format, self.accuracy, self.consistency)
+        if not all(isinstance(r, (int, float)) and math.isfinite(r) and r >= 0 for r in ratios):
+            raise ConfigError(
+                f"reward stage from epoch {self.start_epoch}: format, accuracy and consistency must be "
+                f"finite numbers >= 0, got {ratios}"
+            )
+        if sum(ratios) <= 0:
+            raise ConfigError(
+                f"reward stage from epoch {self.start_epoch}: the weights are all 0; give one > 0"
+            )
+
+
+PAPER_STAGES: tuple[Stage, ...] = (
+    Stage(start_epoch=1, format=7, accuracy=3, consistency=0),
+    Stage(start_epoch=3, format=3, accuracy=7, consistency=0),
+    Stage(start_epoch=5, format=1, accuracy=7, consistency=2),
+)
+
+
+@dataclass(frozen=True)
+class RewardSchedule:
+    """Reward ratios by epoch: ``stages`` sorted by ``start_epoch``, the first starting at epoch 1.
+
+    Ratios are given as in the paper (7:3:0) and normalised to sum 1, so the total reward stays in [0, 1].
+    """
+
+    stages: tuple[Stage, ...] = PAPER_STAGES
+
+    def __post_init__(self) -> None:
+        starts = [s.start_epoch for s in self.stages]
+        if not starts or starts[0] != 1:
+            raise ConfigError(f"reward schedule: the first stage must start at epoch 1, got starts {starts}")
+        if any(b <= a for a, b in zip(starts, starts[1:], strict=False)):
+            raise ConfigError(f"reward schedule: stage start epochs must increase strictly, got {starts}")
+
+    def weights_for_epoch(self, epoch: int) -> RewardWeights:
+        """The normalised weights of 1-based ``epoch`` (the last stage holds for every later epoch)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+            raise ValueError(f"epoch must be an integer >= 1 (1-based), got {epoch!r}")
+        stage = [s for s in self.stages if s.start_epoch <= epoch][-1]
+        total = stage.format + stage.accuracy + stage.consistency
+        return RewardWeights(stage.format / total, stage.accuracy / total, stage.consistency / total)
+
+    def weights_for_state(self, trainer_state: Any) -> RewardWeights:
+        """The weights for the step TRL's ``trainer_state`` describes (see :func:`epoch_from_state`)."""
+        return self.weights_for_epoch(epoch_from_state(trainer_state))
+
+    @classmethod
+    def from_list(cls, stages: Sequence[Mapping[str, Any]]) -> RewardSchedule:
+        """A schedule from YAML-style data: ``[{start_epoch: 1, format: 7, accuracy: 3}, ...]``.
+
+        Unknown keys raise :class:`ConfigError` listing the known ones.
+        """
+        if isinstance(stages, (str, bytes)) or not isinstance(stages, Sequence):
+            raise ConfigError(f"reward schedule must be a list of stages, got {stages!r}")
+        known = {f.name for f in fields(Stage)}
+        built = []
+        for i, stage in enumerate(stages):
+            if not isinstance(stage, Mapping):
+                raise ConfigError(f"reward schedule stage {i} must be a mapping, got {stage!r}")
+            unknown = sorted(set(stage) - known)
+            if unknown or "start_epoch" not in stage:
+                problem = f"unknown key(s) {unknown}" if unknown else "no start_epoch"
+                raise ConfigError(
+                    f"reward schedule stage {i} has {problem}; known keys: {', '.join(sorted(known))}"
+                )
+            built.append(Stage(**stage))
+        return cls(tuple(built))
+
+
+def epoch_from_state(trainer_state: Any) -> int:
+    """The 1-based epoch of the current step: ``floor(trainer_state.epoch) + 1``.
+
+    ``trainer_state`` is TRL's/transformers' ``TrainerState`` (anything with a float ``epoch``); an
+    ``epoch`` of None (not started) is epoch 1. ``trainer_state`` None raises ValueError: outside a
+    trainer, ask :meth:`RewardSchedule.weights_for_epoch` for an explicit epoch instead.
+    """
+    if trainer_state is None:
+        raise ValueError(
+            "the staged reward needs trainer_state (TRL's GRPOTrainer passes it); outside a trainer use "
+            "RewardSchedule.weights_for_epoch(epoch)"
+        )
+    epoch = getattr(trainer_state, "epoch", None)
+    if epoch is None:
+        return 1
+    value = float(epoch)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"trainer_state.epoch must be a finite number >= 0, got {epoch!r}")
+    return math.floor(value + _EPOCH_SLACK) + 1
