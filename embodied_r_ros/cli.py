@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "embodied_r_ros.demo",
     "embodied_r_ros.ros_commands",
     "embodied_r_training.synth",
+    "embodied_r_training.prepare",
 )
 
 

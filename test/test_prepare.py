@@ -1,0 +1,290 @@
+"""`embodied-r prepare`: synthetic bags + questions -> data set, with the tiny VLM and real rosbags files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from embodied_r_training.bag_reader import BagReader, BagReadError, BagTopics
+from embodied_r_training.description_cache import DescriptionCache
+from embodied_r_training.questions import read_questions, write_questions
+from embodied_r_training.splits import fold_scenes, split_scenes
+from embodied_r_training.synth import SynthConfig, synthesize
+from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
+
+from embodied_r_ros.cli import main
+from embodied_r_ros.frames import Frame
+from embodied_r_ros.keyframes import select_keyframes
+from embodied_r_ros.perception import parse_descriptions
+from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.reasoning import reasoning_messages
+
+IMAGE_TOPIC = "/camera/image_raw"
+
+
+def _world(out: Path, storage: str) -> Path:
+    synthesize(
+        SynthConfig(
+            out=out, scenes=3, width=160, height=120, duration_s=6.0, storage=storage, questions_per_task=1
+        )
+    )
+    return out / "questions.jsonl"
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same three scenes (seed 0) as mcap and as sqlite3 bags."""
+    root = tmp_path_factory.mktemp("worlds")
+    return {storage: _world(root / storage, storage) for storage in ("mcap", "sqlite3")}
+
+
+def _prepare(questions: list[Path], out: Path, cache: Path, vlm: Path, *extra: str) -> int:
+    args = ["prepare", *map(str, questions), "--out", str(out), "--cache", str(cache), "--vlm", str(vlm)]
+    args += ["--device", "cpu", "--max-new-tokens", "4", "--batch-size", "16", "--no-progress", *extra]
+    return main(args)
+
+
+def _records(out: Path) -> list[dict]:
+    rows = []
+    for split in ("train", "val", "test"):
+        rows += [json.loads(line) for line in (out / f"{split}.jsonl").read_text().splitlines()]
+    return sorted(rows, key=lambda r: r["id"])
+
+
+@pytest.fixture(scope="module")
+def prepared(worlds: dict[str, Path], tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One run on the mcap world: (output dir, cache dir)."""
+    root = tmp_path_factory.mktemp("prepared")
+    assert (
+        _prepare([worlds["mcap"]], root / "ds", root / "cache", tiny_models_dir / "vlm", "--folds", "3") == 0
+    )
+    return root / "ds", root / "cache"
+
+
+def test_dataset_has_every_question_with_prompt_solution_and_scene_splits(worlds, prepared) -> None:
+    from datasets import load_dataset
+
+    out, _ = prepared
+    questions = read_questions(worlds["mcap"])
+    records = _records(out)
+    assert [r["id"] for r in records] == sorted(q.id for q in questions)
+    by_id = {q.id: q for q in questions}
+    for record in records:
+        q = by_id[record["id"]]
+        assert record["task"] == q.task and record["question"] == q.question
+        assert record["solution"] == str(q.answer).removesuffix(".0")
+        assert [m["role"] for m in record["prompt"]] == ["system", "user"]
+        assert q.question in record["prompt"][1]["content"]
+        assert record["start_ns"] == q.start_ns and record["end_ns"] == q.end_ns
+        assert 2 <= len(record["keyframe_stamps_ns"]) <= 32
+        assert all(q.start_ns <= s <= q.end_ns for s in record["keyframe_stamps_ns"])
+    # Splits by scene: a scene's questions are all in one split, and each split has a scene (3 scenes).
+    split_of = {}
+    for record in records:
+        assert split_of.setdefault(record["scene"], record["split"]) == record["split"]
+        assert record["fold"] in (0, 1, 2)
+    assert sorted(split_of.values()) == ["test", "train", "val"]
+    # The parquet files hold the same rows as the jsonl files.
+    parquet = load_dataset("parquet", data_files=str(out / "train.parquet"), split="train")
+    train = [r for r in records if r["split"] == "train"]
+    assert sorted(parquet["id"]) == [r["id"] for r in train]
+    assert parquet[0]["prompt"] == next(r for r in train if r["id"] == parquet[0]["id"])["prompt"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == len(records) and summary["failures"] == 0 and summary["vlm_calls"] >= 1
+
+
+def test_rerun_hits_the_cache_and_calls_no_vlm(worlds, prepared, tiny_models_dir, tmp_path) -> None:
+    out, cache = prepared
+    again = tmp_path / "again"
+    assert _prepare([worlds["mcap"]], again, cache, tiny_models_dir / "vlm", "--folds", "3") == 0
+    summary = json.loads((again / "summary.json").read_text())
+    assert summary["vlm_calls"] == 0 and summary["cache_hits"] == summary["records"]
+    assert _records(again) == _records(out)
+
+
+def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -> None:
+    """All frames of the window read with plain rosbags, the node's key-frame rule and prompt builder."""
+    out, cache_dir = prepared
+    record = _records(out)[0]
+    contents = read_bag(Path(record["bag"]))
+    poses = PoseHistory()
+    for _, message in contents.messages["/odom"]:
+        poses.add(stamp_ns(message), odom_pose(message))
+    frames = [
+        Frame(decode_image(m), stamp_ns(m), poses.pose_at(stamp_ns(m)))
+        for _, m in contents.messages[IMAGE_TOPIC]
+        if record["start_ns"] <= stamp_ns(m) <= record["end_ns"]
+    ]
+    keyframes = select_keyframes(frames)
+    assert [k.frame.stamp_ns for k in keyframes] == record["keyframe_stamps_ns"]
+    from embodied_r_training.description_cache import cache_key
+
+    key = cache_key(record["vlm"], [k.frame for k in keyframes], record["question"], record["options"])
+    replies = DescriptionCache(cache_dir).get(key)
+    assert replies is not None and len(replies) == len(keyframes)
+    messages = reasoning_messages(
+        parse_descriptions(keyframes, replies), record["question"], record["options"]
+    )
+    assert [{"role": m.role, "content": m.joined_text} for m in messages] == record["prompt"]
+
+
+def test_mcap_and_sqlite3_bags_give_the_same_dataset(worlds, prepared, tiny_models_dir, tmp_path) -> None:
+    out, cache = prepared
+    assert _prepare([worlds["sqlite3"]], tmp_path / "sq", cache, tiny_models_dir / "vlm", "--folds", "3") == 0
+    summary = json.loads((tmp_path / "sq" / "summary.json").read_text())
+    assert summary["vlm_calls"] == 0  # same pixels, poses and questions: the same cache keys
+
+    def strip(rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "bag"} for r in rows]
+
+    assert strip(_records(tmp_path / "sq")) == strip(_records(out))
+
+
+def test_errors_are_reported_by_name_and_the_rest_is_processed(worlds, tiny_models_dir, tmp_path) -> None:
+    source = worlds["mcap"].parent
+    shutil.copytree(source / "scene_0000", tmp_path / "scene_0000")
+    shutil.copytree(source / "scene_0001", tmp_path / "scene_0001")
+    questions = [q for q in read_questions(worlds["mcap"]) if not q.id.startswith("scene_0002")]
+    good = [q for q in questions if q.id.startswith("scene_0000")]
+    from dataclasses import replace
+
+    outside = replace(
+        good[0], id="outside", start_ns=good[0].end_ns + 10**10, end_ns=good[0].end_ns + 2 * 10**10
+    )
+    missing = replace(good[0], id="missing-bag", bag="scene_9999/bag")
+    write_questions(tmp_path / "questions.jsonl", [*questions, outside, missing])
+    mcap = next((tmp_path / "scene_0001" / "bag").glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])  # truncated mid-recording
+    out = tmp_path / "ds"
+    rc = _prepare([tmp_path / "questions.jsonl"], out, tmp_path / "cache", tiny_models_dir / "vlm")
+    assert rc == 1
+    failures = {
+        json.loads(line)["what"]: json.loads(line)["reason"] for line in (out / "failures.jsonl").open()
+    }
+    assert "outside" in failures["outside"] or "lies outside" in failures["outside"]
+    assert "scene_9999" in failures["missing-bag"] and "does not exist" in failures["missing-bag"]
+    scene1 = [q.id for q in questions if q.id.startswith("scene_0001")]
+    assert set(scene1) <= set(failures) and all("scene_0001" in failures[i] for i in scene1)
+    assert [r["id"] for r in _records(out)] == sorted(q.id for q in good)
+
+
+def test_missing_topic_names_the_topics_the_bag_has(worlds) -> None:
+    bag = worlds["mcap"].parent / "scene_0000" / "bag"
+    with pytest.raises(BagReadError, match="no topic '/front/image'.*/camera/image_raw"):
+        BagReader(bag, BagTopics(image="/front/image"))
+
+
+def test_kill_mid_run_loses_at_most_the_batch_in_flight(worlds, tiny_models_dir, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    command = [
+        sys.executable, "-m", "embodied_r_ros.cli", "prepare", str(worlds["mcap"]), "--out",
+        str(tmp_path / "ds"), "--cache", str(cache), "--vlm", str(tiny_models_dir / "vlm"), "--device", "cpu",
+        "--max-new-tokens", "4", "--batch-size", "1", "--no-progress",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            len(list(cache.glob("??/*.json"))) < 2 and process.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        assert process.poll() is None, "the run ended before it could be killed"
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    kept = len(list(cache.glob("??/*.json")))
+    total = len(read_questions(worlds["mcap"]))
+    assert 2 <= kept < total
+    assert not list(cache.glob("??/.tmp-*"))  # only whole entries: a rename is atomic
+    out = tmp_path / "resumed"
+    assert _prepare([worlds["mcap"]], out, cache, tiny_models_dir / "vlm") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cache_hits"] >= kept and summary["records"] == total
+
+
+def test_splits_are_by_scene_seeded_and_folds_balanced() -> None:
+    scenes = [f"s{i}" for i in range(10)]
+    a, b = split_scenes(scenes, seed=1), split_scenes(scenes, seed=1)
+    assert a == b and sorted(a) == scenes
+    assert sorted(a.values()).count("train") == 8
+    assert split_scenes(scenes, seed=2) != a
+    folds = fold_scenes(scenes, 5, seed=0)
+    assert sorted(list(folds.values()).count(f) for f in range(5)) == [2] * 5
+    with pytest.raises(ValueError, match="need at least"):
+        fold_scenes(["a"], 2)
+
+
+def test_compressed_bag_gives_the_frames_of_the_raw_bag(worlds, tmp_path) -> None:
+    """The same scene stored as JPEG decodes to nearly the raw pixels at the same stamps, with poses."""
+    synthesize(
+        SynthConfig(
+            out=tmp_path, width=160, height=120, duration_s=6.0, compressed=True, questions_per_task=1
+        )
+    )
+    question = read_questions(tmp_path / "questions.jsonl")[0]
+    raw_bag = worlds["mcap"].parent / "scene_0000" / "bag"
+    with BagReader(tmp_path / question.bag) as jpeg, BagReader(raw_bag) as raw:
+        a, b = jpeg.window(question.start_ns, question.end_ns), raw.window(question.start_ns, question.end_ns)
+    assert [f.stamp_ns for f in a] == [f.stamp_ns for f in b] and len(a) >= 4
+    for x, y in zip(a, b, strict=True):
+        assert abs(x.image.astype(int) - y.image.astype(int)).mean() < 8
+        assert x.pose == y.pose and x.pose is not None
+
+
+class _FakeVLM(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat server with a fixed reply; counts requests and how many overlap."""
+
+    lock = threading.Lock()
+    in_flight = 0
+    most_in_flight = 0
+    received = 0
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight += 1
+            cls.received += 1
+            cls.most_in_flight = max(cls.most_in_flight, cls.in_flight)
+        time.sleep(0.05)  # long enough for concurrent requests to overlap
+        with cls.lock:
+            cls.in_flight -= 1
+        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A red chair."}}]}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_openai_server_gets_several_requests_in_flight(worlds, tmp_path) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeVLM)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        args = ["prepare", str(worlds["mcap"]), "--out", str(tmp_path / "ds"), "--cache", str(tmp_path / "c")]
+        args += ["--vlm", "served-72b", "--vlm-backend", "openai", "--base-url", url, "--concurrency", "4"]
+        assert main([*args, "--batch-size", "64", "--no-progress"]) == 0
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    summary = json.loads((tmp_path / "ds" / "summary.json").read_text())
+    assert _FakeVLM.received == summary["vlm_requests"] > 0
+    assert 1 < _FakeVLM.most_in_flight <= 4
+    record = _records(tmp_path / "ds")[0]
+    assert record["vlm"] == "served-72b" and "Observe: A red chair." in record["prompt"][1]["content"]

@@ -1,0 +1,228 @@
+"""``embodied-r import-video``: benchmark videos + question tables -> bags + questions.jsonl.
+
+The paper's data (VSI-Bench, UrbanVideo-Bench) are videos with question tables. Importing them as rosbags
+plus a ``questions.jsonl`` in the format ``embodied-r synth`` writes lets them train through the same path
+as recorded robot data: ``embodied-r prepare OUT/questions.jsonl``. Each video becomes ``OUT/<scene>/bag``
+(images at ``--fps``, scaled to ``--max-side``, no odometry); each question asks about the whole video.
+
+Layouts read (``--layout``):
+
+``vsibench``
+    ``*.parquet`` tables in DIR with ``question``, ``options`` (list of "A. text", empty for numeric
+    questions), ``ground_truth`` (or ``answer``), ``question_type`` and ``scene_name``; the video is
+    ``DIR/<dataset>/<scene_name>.mp4`` (``dataset`` column) or any ``DIR/**/<scene_name>.mp4``.
+``urbanvideo``
+    ``DIR/videos/*.mp4`` and a table ``DIR/*.parquet`` (or ``.csv``) with ``video_id``, ``question``
+    (choices inside the text, one "A. text" per line), ``answer`` (a letter) and ``question_category``.
+
+An unreadable video is reported by name; its questions are skipped, the rest is imported, and the command
+ends with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from embodied_r_ros.frames import NS_PER_S
+
+from .bag_writer import BagOptions, SceneBagWriter
+from .questions import MC, NUMERIC, Question, write_questions
+from .render import CameraModel
+from .synth import BAG_DIR, DEFAULT_START_S
+
+logger = logging.getLogger(__name__)
+
+LAYOUTS = ("vsibench", "urbanvideo")
+_OPTION = re.compile(r"^\s*([A-H])[.):]\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class VideoQuestion:
+    """One row of a benchmark table, before its video is imported."""
+
+    video: Path
+    scene: str
+    task: str
+    question: str
+    options: tuple[str, ...]
+    answer: str
+
+
+def _strip_letters(options: Any) -> tuple[str, ...]:
+    texts = [str(o) for o in (list(options) if options is not None else [])]
+    return tuple((m.group(2) if (m := _OPTION.match(t)) else t.strip()) for t in texts)
+
+
+def read_vsibench(directory: Path) -> list[VideoQuestion]:
+    """The questions of a VSI-Bench-like folder (see the module docstring)."""
+    import pandas as pd
+
+    rows = []
+    for table in sorted(directory.glob("*.parquet")):
+        for record in pd.read_parquet(table).to_dict("records"):
+            scene = str(record["scene_name"])
+            video = directory / str(record.get("dataset", "")) / f"{scene}.mp4"
+            if not video.exists():
+                video = next(iter(sorted(directory.rglob(f"{scene}.mp4"))), video)
+            answer = record.get("ground_truth", record.get("answer"))
+            rows.append(
+                VideoQuestion(
+                    video,
+                    scene,
+                    str(record["question_type"]),
+                    str(record["question"]),
+                    _strip_letters(record.get("options")),
+                    str(answer),
+                )  # fmt: skip
+            )
+    return rows
+
+
+def read_urbanvideo(directory: Path) -> list[VideoQuestion]:
+    """The questions of an UrbanVideo-Bench-like folder (see the module docstring)."""
+    import pandas as pd
+
+    tables = sorted(directory.glob("*.parquet")) + sorted(directory.glob("*.csv"))
+    rows = []
+    for table in tables:
+        frame = pd.read_parquet(table) if table.suffix == ".parquet" else pd.read_csv(table)
+        for record in frame.to_dict("records"):
+            video_id = str(record["video_id"])
+            lines = str(record["question"]).splitlines()
+            options = [m.group(2) for line in lines if (m := _OPTION.match(line))]
+            question = " ".join(line.strip() for line in lines if not _OPTION.match(line) and line.strip())
+            video = directory / "videos" / (video_id if video_id.endswith(".mp4") else f"{video_id}.mp4")
+            rows.append(
+                VideoQuestion(
+                    video,
+                    video.stem,
+                    str(record["question_category"]),
+                    question,
+                    tuple(options),
+                    str(record["answer"]).strip(),
+                )  # fmt: skip
+            )
+    return rows
+
+
+def video_to_bag(video: Path, bag: Path, fps: float, max_side: int, start_ns: int) -> tuple[int, int]:
+    """Write ``video`` as a bag of JPEG images at ``fps``; returns (first, last) frame stamps in ns.
+
+    Raises ValueError naming the video when it cannot be read or holds no frames.
+    """
+    capture = cv2.VideoCapture(str(video))
+    if not capture.isOpened():
+        raise ValueError(f"video {video} cannot be opened (missing file or unknown codec)")
+    source_fps = capture.get(cv2.CAP_PROP_FPS) or fps
+    bag.parent.mkdir(parents=True, exist_ok=True)
+    step = max(1, round(source_fps / fps))
+    writer: SceneBagWriter | None = None
+    stamps: list[int] = []
+    try:
+        index = 0
+        while True:
+            ok, bgr = capture.read()
+            if not ok:
+                break
+            if index % step == 0:
+                scale = min(1.0, max_side / max(bgr.shape[:2]))
+                if scale < 1.0:
+                    bgr = cv2.resize(bgr, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+                rgb = np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+                if writer is None:
+                    camera = CameraModel.from_fov(rgb.shape[1], rgb.shape[0])
+                    writer = SceneBagWriter(bag, camera, BagOptions(compressed=True))
+                stamp = start_ns + round(index / source_fps * NS_PER_S)
+                writer.write_frame(stamp, rgb)
+                stamps.append(stamp)
+            index += 1
+    finally:
+        capture.release()
+        if writer is not None:
+            writer.close()
+    if not stamps:
+        raise ValueError(f"video {video} holds no readable frames")
+    return stamps[0], stamps[-1]
+
+
+def _question(row: VideoQuestion, number: int, first_ns: int, last_ns: int) -> Question:
+    form = MC if row.options else NUMERIC
+    answer: str | float = row.answer
+    if form == NUMERIC:
+        try:
+            answer = float(row.answer)
+        except ValueError:
+            pass
+    return Question(
+        id=f"{row.scene}-{number:03d}",
+        bag=f"{row.scene}/{BAG_DIR}",
+        start_s=0.0,
+        end_s=round((last_ns - first_ns) / NS_PER_S, 3),
+        start_ns=first_ns,
+        end_ns=last_ns,
+        task=row.task,
+        form=form,
+        question=row.question,
+        options=row.options,
+        answer=answer,
+        unit="",
+        answer_text=row.answer,
+    )
+
+
+def import_videos(
+    directory: Path, out: Path, layout: str, fps: float = 2.0, max_side: int = 640, progress: bool = True
+) -> tuple[list[Question], list[tuple[str, str]]]:
+    """Import a benchmark folder into ``out``; returns (questions written, failures as (what, reason))."""
+    rows = read_vsibench(directory) if layout == "vsibench" else read_urbanvideo(directory)
+    by_video: dict[Path, list[VideoQuestion]] = {}
+    for row in rows:
+        by_video.setdefault(row.video, []).append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    questions: list[Question] = []
+    failures: list[tuple[str, str]] = []
+    start_ns = DEFAULT_START_S * NS_PER_S
+    for video, video_rows in tqdm(by_video.items(), desc="videos", unit="video", disable=not progress):
+        bag = out / video_rows[0].scene / BAG_DIR
+        try:
+            first, last = video_to_bag(video, bag, fps, max_side, start_ns)
+        except (ValueError, OSError) as exc:
+            failures.append((str(video), str(exc)))
+            continue
+        questions.extend(_question(row, n, first, last) for n, row in enumerate(video_rows))
+    write_questions(out / "questions.jsonl", questions)
+    return questions, failures
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r import-video``."""
+    parser = subparsers.add_parser(
+        "import-video", help="import benchmark videos + question tables (VSI-Bench, UrbanVideo) as bags"
+    )
+    parser.add_argument("directory", type=Path, help="the benchmark folder")
+    parser.add_argument("--layout", choices=LAYOUTS, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="where bags and questions.jsonl go")
+    parser.add_argument("--fps", type=float, default=2.0, help="frames per second kept from each video")
+    parser.add_argument("--max-side", type=int, default=640, help="longest image side in pixels")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(func=run_import_command)
+
+
+def run_import_command(args: argparse.Namespace) -> int:
+    """Run ``embodied-r import-video``: 0 when every video was imported, 1 otherwise."""
+    questions, failures = import_videos(
+        args.directory, args.out, args.layout, args.fps, args.max_side, not args.no_progress
+    )
+    print(f"{len(questions)} questions written to {args.out / 'questions.jsonl'}")
+    for what, reason in failures:
+        print(f"FAILED {what}: {reason}")
+    return 1 if failures else 0

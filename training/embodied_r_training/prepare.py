@@ -1,0 +1,395 @@
+"""``embodied-r prepare``: rosbags + questions -> the data set the RL recipe trains on.
+
+For each question of the questions files (the format ``embodied-r synth`` writes): the candidate frames of
+its window (:mod:`.bag_reader`), the key frames (``select_keyframes``, the node's rule), the VLM
+descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
+the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
+
+Output directory::
+
+    OUT/{train,val,test}.jsonl and .parquet   one record per question (see :func:`build_record`)
+    OUT/failures.jsonl                        what could not be processed, by name, with the reason
+    OUT/summary.json                          counts per task type and split, VLM calls, cache hits
+
+Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`` adds a ``fold`` column
+(0..K-1, by scene) for the paper's K-fold protocol. The command ends with status 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from tqdm import tqdm
+
+from embodied_r_ros import prompts
+from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.keyframes import KeyFrame, select_keyframes
+
+from .bag_reader import BagReader, BagReadError, BagTopics
+from .description_cache import DescriptionCache, cache_key
+from .questions import Question, read_questions
+from .splits import SPLITS, fold_scenes, split_scenes
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
+
+
+@dataclass
+class PrepareConfig:
+    """Everything ``embodied-r prepare`` needs."""
+
+    questions: list[Path]
+    out: Path
+    vlm: ModelConfig
+    cache: Path = DEFAULT_CACHE
+    topics: BagTopics = field(default_factory=BagTopics)
+    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
+    seed: int = 0
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    folds: int = 0
+    batch_size: int = 32  # VLM requests (key frames) per generate call; a kill loses at most one batch
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.folds == 1 or self.folds < 0:
+            raise ConfigError(f"--folds must be 0 (off) or >= 2, got {self.folds}")
+        if len(self.fractions) != 3 or min(self.fractions) < 0 or not sum(self.fractions) > 0:
+            raise ConfigError(
+                f"--split wants three non-negative fractions TRAIN,VAL,TEST, got {self.fractions}"
+            )
+
+
+@dataclass
+class Failure:
+    """One thing that could not be processed: ``what`` names it (question id, bag or file)."""
+
+    what: str
+    reason: str
+
+
+@dataclass
+class Item:
+    """One question on its way through the pipeline."""
+
+    question: Question
+    bag: Path
+    scene: str
+    keyframes: list[KeyFrame]
+    key: str
+    replies: list[str] | None = None
+
+
+@dataclass
+class PrepareResult:
+    """What a run produced."""
+
+    records: list[dict[str, Any]]
+    failures: list[Failure]
+    vlm_calls: int = 0
+    vlm_requests: int = 0
+    cache_hits: int = 0
+
+
+def _load_questions(config: PrepareConfig, failures: list[Failure]) -> list[tuple[Question, Path]]:
+    loaded = []
+    for path in config.questions:
+        try:
+            questions = read_questions(path)
+        except (OSError, ValueError) as exc:
+            failures.append(Failure(str(path), f"cannot read the questions file: {exc}"))
+            continue
+        base = Path(path).resolve().parent
+        loaded.extend((q, base / q.bag) for q in questions)
+    return loaded
+
+
+def _window_ns(question: Question, reader: BagReader) -> tuple[int, int]:
+    """The window in bag time: the absolute stamps when given, else seconds from the bag start."""
+    if question.start_ns or question.end_ns:
+        return question.start_ns, question.end_ns
+    return reader.start_ns + round(question.start_s * 1e9), reader.start_ns + round(question.end_s * 1e9)
+
+
+def iter_items(
+    config: PrepareConfig, questions: Sequence[tuple[Question, Path]], failures: list[Failure]
+) -> Iterator[Item]:
+    """Key frames and cache keys of every question, bag by bag; failed bags and windows go to ``failures``."""
+    by_bag: dict[Path, list[Question]] = defaultdict(list)
+    for question, bag in questions:
+        by_bag[bag].append(question)
+    bar = tqdm(total=len(questions), desc="questions", unit="question", disable=not config.progress)
+    try:
+        for bag, bag_questions in by_bag.items():
+            try:
+                reader = BagReader(bag, config.topics, config.keyframes.candidate_fps)
+            except BagReadError as exc:
+                failures.extend(Failure(q.id, str(exc)) for q in bag_questions)
+                bar.update(len(bag_questions))
+                continue
+            with reader:
+                for question in bag_questions:
+                    bar.update(1)
+                    try:
+                        frames = reader.window(*_window_ns(question, reader))
+                    except BagReadError as exc:
+                        failures.append(Failure(question.id, str(exc)))
+                        continue
+                    keyframes = select_keyframes(frames, config.keyframes)
+                    key = cache_key(
+                        config.vlm.model, [k.frame for k in keyframes], question.question, question.options
+                    )
+                    yield Item(question, bag, question.bag, keyframes, key)
+    finally:
+        bar.close()
+
+
+@dataclass
+class VlmStats:
+    """VLM work done by :func:`describe_items`."""
+
+    calls: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+
+
+def describe_items(
+    config: PrepareConfig, items: Iterable[Item], cache: DescriptionCache, stats: VlmStats
+) -> Iterator[Item]:
+    """Yield ``items`` with ``replies`` filled: from the cache at once, else from the VLM in batches.
+
+    Items are consumed lazily and each batch is written to the cache as soon as it is generated, so only
+    one batch of key-frame images is held and a kill loses at most the batch in flight. The VLM is loaded
+    on the first miss (a fully cached run never loads it).
+    """
+    perceiver = None
+    batch: list[Item] = []
+
+    def flush() -> list[Item]:
+        nonlocal perceiver
+        if perceiver is None:
+            from embodied_r_ros.backends import load_backend
+            from embodied_r_ros.perception import Perceiver
+
+            perceiver = Perceiver(load_backend(config.vlm, vision=True))
+        chats = [
+            chat
+            for i in batch
+            for chat in perceiver.requests(i.keyframes, i.question.question, i.question.options)
+        ]
+        replies = perceiver.backend.generate(chats)
+        stats.calls += 1
+        stats.requests += len(chats)
+        start = 0
+        for done in batch:
+            done.replies = list(replies[start : start + len(done.keyframes)])
+            start += len(done.keyframes)
+            cache.put(done.key, done.replies)
+        return list(batch)
+
+    try:
+        for item in items:
+            item.replies = cache.get(item.key)
+            if item.replies is not None:
+                stats.cache_hits += 1
+                yield item
+                continue
+            batch.append(item)
+            if sum(len(i.keyframes) for i in batch) >= config.batch_size:
+                yield from flush()
+                batch = []
+        if batch:
+            yield from flush()
+    finally:
+        if perceiver is not None:
+            perceiver.backend.close()
+
+
+def _solution(question: Question) -> str:
+    answer = question.answer
+    if isinstance(answer, float) and answer.is_integer():
+        answer = int(answer)
+    return str(answer)
+
+
+def build_record(item: Item, model: str) -> dict[str, Any]:
+    """One data-set record: the chat prompt (as the node builds it), the solution and provenance."""
+    from embodied_r_ros.perception import parse_descriptions
+    from embodied_r_ros.reasoning import reasoning_messages
+
+    question = item.question
+    descriptions = parse_descriptions(item.keyframes, item.replies or [])
+    messages = reasoning_messages(descriptions, question.question, question.options)
+    return {
+        "id": question.id,
+        "prompt": [{"role": m.role, "content": m.joined_text} for m in messages],
+        "solution": _solution(question),
+        "task": question.task,
+        "form": question.form,
+        "question": question.question,
+        "options": list(question.options),
+        "unit": question.unit,
+        "scene": item.scene,
+        "bag": str(item.bag),
+        "start_ns": question.start_ns,
+        "end_ns": question.end_ns,
+        "keyframe_stamps_ns": [k.frame.stamp_ns for k in item.keyframes],
+        "vlm": model,
+        "prompt_version": prompts.PROMPT_VERSION,
+    }
+
+
+def run_prepare(config: PrepareConfig) -> PrepareResult:
+    """Build the records of all questions (no files written; see :func:`write_dataset`)."""
+    failures: list[Failure] = []
+    questions = _load_questions(config, failures)
+    # Splits from every question's scene before any work, so they do not depend on what fails, and a
+    # --folds the scenes cannot fill fails at once.
+    scenes = sorted({question.bag for question, _ in questions})
+    splits = split_scenes(scenes, config.seed, config.fractions) if scenes else {}
+    try:
+        folds = fold_scenes(scenes, config.folds, config.seed) if config.folds and scenes else {}
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; lower --folds or add scenes") from exc
+    stats = VlmStats()
+    records = []
+    items = describe_items(
+        config, iter_items(config, questions, failures), DescriptionCache(config.cache), stats
+    )
+    for item in items:
+        record = build_record(item, config.vlm.model)
+        record["split"] = splits[item.scene]
+        if folds:
+            record["fold"] = folds[item.scene]
+        records.append(record)
+    records.sort(key=lambda r: r["id"])
+    return PrepareResult(records, failures, stats.calls, stats.requests, stats.cache_hits)
+
+
+def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
+    """Write the splits (jsonl + parquet), failures and summary into ``out``; returns the summary."""
+    from datasets import Dataset
+
+    out.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        rows = [r for r in result.records if r["split"] == split]
+        with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if rows:
+            Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
+        else:
+            (out / f"{split}.parquet").unlink(missing_ok=True)
+    with (out / "failures.jsonl").open("w", encoding="utf-8") as handle:
+        for failure in result.failures:
+            handle.write(json.dumps({"what": failure.what, "reason": failure.reason}) + "\n")
+    per_task: dict[str, Counter[str]] = defaultdict(Counter)
+    for record in result.records:
+        per_task[record["task"]][record["split"]] += 1
+    summary = {
+        "records": len(result.records),
+        "failures": len(result.failures),
+        "vlm_calls": result.vlm_calls,
+        "vlm_requests": result.vlm_requests,
+        "cache_hits": result.cache_hits,
+        "tasks": {task: dict(counts) for task, counts in sorted(per_task.items())},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The per-task table printed at the end of a run."""
+    lines = [f"{'task':<20}" + "".join(f"{s:>7}" for s in SPLITS) + f"{'total':>7}"]
+    for task, counts in summary["tasks"].items():
+        row = [counts.get(s, 0) for s in SPLITS]
+        lines.append(f"{task:<20}" + "".join(f"{n:>7}" for n in row) + f"{sum(row):>7}")
+    lines.append(
+        f"{summary['records']} records, {summary['failures']} failures, {summary['vlm_calls']} VLM calls "
+        f"({summary['vlm_requests']} requests), {summary['cache_hits']} cache hits"
+    )
+    return "\n".join(lines)
+
+
+def _fractions(text: str) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(f"--split wants three numbers TRAIN,VAL,TEST, got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r prepare`` and ``embodied-r import-video`` (its input from benchmark videos)."""
+    from .import_video import register as register_import
+
+    parser = subparsers.add_parser(
+        "prepare", help="build a training data set from rosbags and their questions (VLM descriptions)"
+    )
+    parser.add_argument(
+        "questions", type=Path, nargs="+", help="questions.jsonl file(s); bags relative to them"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="output data-set directory")
+    parser.add_argument("--vlm", required=True, help="VLM: local directory or served model name")
+    parser.add_argument("--vlm-backend", default="transformers", choices=["transformers", "openai"])
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backend: server URL")
+    parser.add_argument("--concurrency", type=int, default=8, help="openai backend: requests in flight")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE, help=f"description cache ({DEFAULT_CACHE})"
+    )
+    parser.add_argument(
+        "--image-topic", default="", help="camera topic (default: the bag's only image topic)"
+    )
+    parser.add_argument("--odom-topic", default="/odom", help="odometry topic ('' = no poses)")
+    parser.add_argument("--seed", type=int, default=0, help="split shuffle seed")
+    parser.add_argument("--split", type=_fractions, default=(0.8, 0.1, 0.1), help="TRAIN,VAL,TEST fractions")
+    parser.add_argument("--folds", type=int, default=0, help="add a fold column with K folds by scene")
+    parser.add_argument("--batch-size", type=int, default=32, help="VLM requests per generate call")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run_prepare_command)
+    register_import(subparsers)
+
+
+def run_prepare_command(args: argparse.Namespace) -> int:
+    """Run ``embodied-r prepare``: 0 when every question became a record, 1 when anything failed."""
+    vlm = ModelConfig(
+        model=args.vlm,
+        backend=args.vlm_backend,
+        base_url=args.base_url,
+        max_concurrency=args.concurrency,
+        device=args.device,
+        max_new_tokens=args.max_new_tokens,
+    )
+    config = PrepareConfig(
+        questions=list(args.questions),
+        out=args.out,
+        vlm=vlm,
+        cache=args.cache,
+        topics=BagTopics(args.image_topic, args.odom_topic),
+        seed=args.seed,
+        fractions=args.split,
+        folds=args.folds,
+        batch_size=args.batch_size,
+        progress=not args.no_progress,
+    )
+    result = run_prepare(config)
+    summary = write_dataset(config.out, result)
+    print(summary_table(summary))
+    for failure in result.failures:
+        print(f"FAILED {failure.what}: {failure.reason}")
+    if result.failures:
+        print(f"{len(result.failures)} item(s) failed; the rest is in {config.out} (see failures.jsonl)")
+        return 1
+    return 0
