@@ -276,6 +276,21 @@ def _pick_category(
     return options[int(rng.integers(0, len(options)))]
 
 
+def _new_object(
+    object_id: int,
+    category: Category,
+    size: tuple[float, float, float],
+    position: tuple[float, float, float],
+    yaw: float,
+    used: set[str],
+    rng: np.random.Generator,
+) -> SceneObject:
+    """An object of ``category`` with a colour not yet used for that category."""
+    return SceneObject(
+        object_id, category.name, _pick_colour(category, used, rng), category.shape, size, position, yaw
+    )
+
+
 def _pick_colour(category: Category, used: set[str], rng: np.random.Generator) -> str:
     colours = [c for c in category.colours if f"{c} {category.name}" not in used]
     return colours[int(rng.integers(0, len(colours)))]
@@ -338,15 +353,7 @@ def generate_indoor(rng: np.random.Generator, n_objects: int | None = None) -> W
             break
         size = _size(category, rng)
         position, yaw = _place_indoor(category, size, room, rng)
-        candidate = SceneObject(
-            len(placed) + 1,
-            category.name,
-            _pick_colour(category, used, rng),
-            category.shape,
-            size,
-            position,
-            yaw,
-        )
+        candidate = _new_object(len(placed) + 1, category, size, position, yaw, used, rng)
         if _overlaps(candidate, placed, gap=0.3):
             continue
         # Keep at least 40% of the walkable grid free, so the camera can walk around the objects.
@@ -420,15 +427,7 @@ def generate_outdoor(rng: np.random.Generator, n_objects: int | None = None) -> 
             size[2] / 2,
         )
         yaw = float(rng.uniform(-math.pi, math.pi))
-        candidate = SceneObject(
-            len(placed) + 1,
-            category.name,
-            _pick_colour(category, used, rng),
-            category.shape,
-            size,
-            position,
-            yaw,
-        )
+        candidate = _new_object(len(placed) + 1, category, size, position, yaw, used, rng)
         if _overlaps(candidate, placed, gap=2.0):
             continue
         placed.append(candidate)
