@@ -57,18 +57,16 @@ from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
-from .backends import BackendError, load_backend
+from .backends import BackendError
 from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import ConfigError, NodeConfig
 from .frames import NS_PER_S, Frame
 from .image_conversion import ImageConversionError, message_to_rgb
 from .keyframes import KeyFrame, StreamingKeyFrameSelector
 from .node_params import NODE_NAME, NodeParameters
-from .perception import Perceiver
 from .pipeline import EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
 from .query_worker import CANCELLED, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
-from .reasoning import Reasoner
 from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
@@ -159,26 +157,10 @@ def set_torch_threads(config: NodeConfig) -> int | None:
 
 def load_pipeline(config: NodeConfig) -> EmbodiedR:
     """Load the VLM and the LM; raises :class:`ModelLoadError` naming the role and parameter that failed."""
-    loaded: list[Any] = []
     try:
-        for role, param, model_config, vision in (
-            ("VLM", "vlm", config.vlm, True),
-            ("LM", "lm", config.lm, False),
-        ):
-            try:
-                loaded.append(load_backend(model_config, vision=vision))
-            except Exception as exc:  # any failure here means: this model cannot serve; say which and why
-                why = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-                settings = (
-                    f"{param}.model = {model_config.model!r}, {param}.backend = {model_config.backend}, "
-                    f"{param}.device = {model_config.device}"
-                )
-                raise ModelLoadError(f"cannot load the {role} ({settings}): {' '.join(why.split())}") from exc
-    except ModelLoadError:
-        for backend in loaded:
-            backend.close()
-        raise
-    return EmbodiedR(Perceiver(loaded[0]), Reasoner(loaded[1]), config.keyframes)
+        return EmbodiedR.from_config(config)  # type: ignore[arg-type]  # NodeConfig has vlm, lm, keyframes
+    except BackendError as exc:
+        raise ModelLoadError(str(exc)) from exc
 
 
 def rss_bytes() -> int:

@@ -10,8 +10,8 @@ import time
 from typing import Callable, Sequence
 
 from .answers import Answer
-from .backends import load_backend
-from .config import KeyFrameConfig, PipelineConfig
+from .backends import BackendError, GenerationBackend, load_backend
+from .config import KeyFrameConfig, ModelConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
 from .perception import Perceiver
@@ -21,6 +21,18 @@ log = logging.getLogger(__name__)
 
 # Called with (stage, progress 0..1); stages: "keyframes", "perception", "reasoning", "done".
 ProgressCallback = Callable[[str, float], None]
+
+
+def _load_role(role: str, key: str, config: ModelConfig, vision: bool) -> GenerationBackend:
+    """Load one model; any failure becomes a BackendError naming the role and its settings."""
+    try:
+        return load_backend(config, vision=vision)
+    except Exception as exc:  # any failure here means: this model cannot serve; say which and why
+        why = " ".join(str(exc).split()) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+        settings = f"{key}.model = {config.model!r}, {key}.backend = {config.backend}, {key}.device = "
+        settings += config.device
+        kind = type(exc) if isinstance(exc, BackendError) else BackendError
+        raise kind(f"cannot load the {role} ({settings}): {why}") from exc
 
 
 class NoFramesError(ValueError):
@@ -39,14 +51,25 @@ class EmbodiedR:
 
     @classmethod
     def from_config(cls, config: PipelineConfig) -> EmbodiedR:
-        """Load both models as configured (raises BackendError with a clear message on failure)."""
-        vlm = load_backend(config.vlm, vision=True)
+        """Load both models as configured (``config`` may be any config with ``vlm``, ``lm`` and
+        ``keyframes``, such as the node's).
+
+        A model that cannot be loaded raises :class:`BackendError` (of the original kind, e.g.
+        ``ModelNotFoundError``) whose message names the role, its settings, the reason and the fix; a model
+        already loaded is released first.
+        """
+        loaded: list[GenerationBackend] = []
         try:
-            lm = load_backend(config.lm, vision=False)
-        except Exception:
-            vlm.close()
+            for role, key, model_config, vision in (
+                ("VLM", "vlm", config.vlm, True),
+                ("LM", "lm", config.lm, False),
+            ):
+                loaded.append(_load_role(role, key, model_config, vision))
+        except BackendError:
+            for backend in loaded:
+                backend.close()
             raise
-        return cls(Perceiver(vlm), Reasoner(lm), config.keyframes)
+        return cls(Perceiver(loaded[0]), Reasoner(loaded[1]), config.keyframes)
 
     def select_keyframes(self, frames: Sequence[Frame]) -> list[KeyFrame]:
         """The paper's key frames of a clip (batch rule; the node uses its streaming selector instead)."""
