@@ -37,6 +37,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "embodied_r_ros.ros_commands",
     "embodied_r_training.synth",
     "embodied_r_training.prepare",
+    "embodied_r_training.train",
+    "embodied_r_training.evaluate",
 )
 
 

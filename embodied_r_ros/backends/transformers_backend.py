@@ -161,6 +161,34 @@ class TransformersBackend:
             f" with adapter {config.adapter}" if config.adapter else "",
         )
 
+    @classmethod
+    def from_model(cls, config: ModelConfig, model: Any, tokenizer: Any) -> TransformersBackend:
+        """A text-only backend over a model and tokenizer already in memory (nothing is loaded or copied).
+
+        The trainer uses it to let the policy's own weights answer the consistency reward's reference
+        queries. The model is used as it is (its train/eval mode is left alone); the tokenizer is copied so
+        that left padding does not change the caller's.
+        """
+        backend = cls.__new__(cls)
+        backend.config = config
+        backend.supports_images = False
+        backend._lock = threading.Lock()
+        backend.path = Path(str(getattr(model.config, "_name_or_path", "") or config.model))
+        backend.is_vision_language = False
+        backend.device = next(model.parameters()).device
+        backend.dtype = next(model.parameters()).dtype
+        backend.tokenizer = copy.copy(tokenizer)
+        backend.tokenizer.padding_side = "left"
+        if backend.tokenizer.pad_token_id is None:
+            backend.tokenizer.pad_token = backend.tokenizer.eos_token
+        if not backend.tokenizer.chat_template:
+            raise BackendError(f"the tokenizer of model {config.model!r} has no chat template")
+        backend.tokenize = SegmentTokenizer(backend.tokenizer)
+        backend.model = model
+        backend.image_processor = None
+        backend.image_cache = EncodedImageCache(0)
+        return backend
+
     def __repr__(self) -> str:
         return (
             f"TransformersBackend(model={self.config.model!r}, device={self.device}, "

@@ -297,7 +297,8 @@ class StagedReward:
     reference model); ``consistency`` may be None for schedules that never weight it. Each call logs the
     epoch, the weights, every reward's batch mean and the total's (``logging`` at INFO), and passes them to
     TRL's ``log_metric`` when given, under ``reward/format``, ``reward/accuracy``, ``reward/consistency``
-    and ``reward/total``. Hand TRL only this function (reward_weights unset): the weights are inside.
+    and ``reward/total``, and the stage's weights under ``weight/format``, ``weight/accuracy`` and
+    ``weight/consistency``. Hand TRL only this function (reward_weights unset): the weights are inside.
     """
 
     __name__ = "embodied_r_reward"
@@ -359,6 +360,8 @@ class StagedReward:
         if log_metric is not None:
             for name, value in means.items():
                 log_metric(f"reward/{name}", value)
+            for name in ("format", "accuracy", "consistency"):
+                log_metric(f"weight/{name}", getattr(weights, name))
 
 
 def _mean(values: list[float]) -> float:

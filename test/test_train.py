@@ -1,0 +1,280 @@
+"""`embodied-r train`: config checks, real TRL GRPO steps on the CPU with the tiny LM (full and LoRA),
+resume across a stage boundary, the in-process reference model, and the hand-over to the core pipeline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from embodied_r_training.rewards import StagedReward
+from embodied_r_training.schedule import RewardSchedule
+from embodied_r_training.train import (
+    NODE_PARAMS,
+    PolicyReference,
+    build_trainer,
+    latest_checkpoint,
+    run_warm_start,
+    train,
+)
+from embodied_r_training.train_config import (
+    build_train_config,
+    check_batch_shape,
+    load_train_config,
+)
+from transformers import TrainerCallback
+
+from embodied_r_ros.backends import load_backend
+from embodied_r_ros.backends.base import ChatMessage
+from embodied_r_ros.backends.transformers_backend import TransformersBackend
+from embodied_r_ros.cli import main
+from embodied_r_ros.config import ConfigError, ModelConfig, PipelineConfig
+from embodied_r_ros.pipeline import EmbodiedR
+from embodied_r_ros.synthetic_clip import synthetic_clip
+
+CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
+
+
+@pytest.fixture(scope="module")
+def warm_lm(tiny_models_dir: Path, tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny LM after a short supervised warm start: it now writes the tags some of the time, so the
+    format reward varies within a group and GRPO has a gradient (a random LM gets 0 for everything)."""
+    out = tmp_path_factory.mktemp("warm")
+    data = _config(tiny_models_dir, tiny_dataset, out)
+    data["warm_start"] = {"steps": 20, "learning_rate": 1e-2}
+    data["data"]["limit"] = 0
+    path = run_warm_start(build_train_config(data))
+    assert path == out / "warm_start" and (path / "model.safetensors").is_file()
+    return path
+
+
+def _config(tiny_models_dir: Path, data: Path, out: Path, **grpo: object) -> dict:
+    """A small CPU config: 1 prompt x 4 completions per step, 1 training row -> 1 step per epoch (so a
+    resumed run sees the same data order as an uninterrupted one; TRL's sampler restarts its shuffle)."""
+    settings = dict(
+        use_cpu=True, bf16=False, learning_rate=1e-3, beta=0.001, num_generations=4, temperature=1.0,
+        per_device_train_batch_size=4, gradient_accumulation_steps=1, max_completion_length=32,
+        max_steps=4, gradient_checkpointing=False, save_strategy="steps", save_steps=2,
+    )  # fmt: skip
+    settings.update(grpo)
+    return {
+        "model": str(tiny_models_dir / "lm"),
+        "output_dir": str(out),
+        "data": {"path": str(data), "limit": 1},
+        "rewards": [
+            {"start_epoch": 1, "format": 1, "accuracy": 0, "consistency": 0},
+            {"start_epoch": 3, "format": 0, "accuracy": 1, "consistency": 0},
+        ],
+        "grpo": settings,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# configs
+
+
+def test_shipped_configs_load_and_make_32_completions_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    paper = load_train_config(CONFIGS / "embodied_r.yaml")
+    assert paper.model == "Qwen/Qwen2.5-3B-Instruct" and not paper.lora.enabled
+    grpo = paper.grpo
+    assert (grpo["learning_rate"], grpo["beta"], grpo["num_generations"], grpo["temperature"]) == (
+        5e-7, 0.001, 8, 1.0,
+    )  # fmt: skip
+    assert (grpo["max_completion_length"], paper.data.max_prompt_tokens, grpo["num_train_epochs"]) == (
+        2048, 6144, 12,
+    )  # fmt: skip
+    assert grpo["bf16"] and grpo["warmup_steps"] == 0.05
+    assert check_batch_shape(paper, processes=1) == 32
+    assert paper.schedule == RewardSchedule()  # the paper's 7:3:0 / 3:7:0 / 1:7:2
+
+    lora = load_train_config(CONFIGS / "embodied_r_lora.yaml")  # base: embodied_r.yaml, overridden
+    assert lora.lora.enabled and lora.grpo["learning_rate"] == 1e-5 and lora.grpo["beta"] == 0.001
+    vllm = load_train_config(CONFIGS / "embodied_r_vllm.yaml")
+    assert vllm.grpo["use_vllm"] and vllm.grpo["num_train_epochs"] == 12
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    zero3 = load_train_config(CONFIGS / "embodied_r_zero3.yaml")
+    assert check_batch_shape(zero3) == 32 and zero3.grpo["use_vllm"]
+    smoke = load_train_config(CONFIGS / "cpu_smoke.yaml", ["grpo.max_steps=2", "data.path=/x"])
+    assert smoke.grpo["max_steps"] == 2 and smoke.data.path == "/x" and smoke.model == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"epochs": 3}, "unknown key.*epochs.*known top-level keys"),
+        ({"grpo": {"learnig_rate": 1e-6}}, "unknown grpo key.*learnig_rate"),
+        ({"lora": {"rank": 8}}, "unknown config key.*lora.rank"),
+        ({"grpo": {"num_generations": 3}}, "num_generations=3 does not divide the generation batch of 4"),
+        ({"grpo": {"output_dir": "x"}}, "grpo.output_dir is set by the trainer"),
+        ({"rewards": [{"start_epoch": 2, "format": 1}]}, "first stage must start at epoch 1"),
+        ({"reference": {"backend": "openai"}}, "reference.backend openai needs reference.model"),
+        ({"model": ""}, "model must name the policy LM"),
+    ],
+)
+def test_bad_configs_fail_before_any_model_loads(tmp_path: Path, change: dict, message: str) -> None:
+    data = _config(tmp_path, tmp_path, tmp_path / "out")
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key in data else value
+    with pytest.raises(ConfigError, match=message):
+        build_train_config(data, source="test.yaml")
+
+
+def test_missing_dataset_columns_and_paths_name_the_fix(tiny_models_dir, tiny_dataset, tmp_path) -> None:
+    from datasets import Dataset
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    rows = [json.loads(line) for line in (tiny_dataset / "train.jsonl").read_text().splitlines()]
+    Dataset.from_list([{k: v for k, v in r.items() if k != "solution"} for r in rows]).to_parquet(
+        str(broken / "train.parquet")
+    )
+    config = build_train_config(_config(tiny_models_dir, broken, tmp_path / "a"))
+    with pytest.raises(ConfigError, match=r"lacks column\(s\) solution"):
+        build_trainer(config)
+    config = build_train_config(_config(tiny_models_dir, tmp_path / "nowhere", tmp_path / "b"))
+    with pytest.raises(ConfigError, match="embodied-r prepare"):
+        build_trainer(config)
+    # The CLI prints the same message as one line and exits 2.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: tiny\nepochs: 3\n")
+    assert main(["train", "--config", str(bad)]) == 2
+
+
+# ----------------------------------------------------------------------------------------------------
+# training runs
+
+
+class StopAt(TrainerCallback):
+    """Ends training after ``step`` optimizer steps, as if the job had been killed after a checkpoint."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+        return control
+
+
+def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def _logged(history: list[dict], key: str) -> list[tuple[int, float]]:
+    return [(row["step"], row[key]) for row in history if key in row]
+
+
+def test_full_training_resumes_across_a_stage_boundary_to_the_same_weights(
+    tiny_models_dir, warm_lm, tiny_dataset, tmp_path
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "straight")
+    data["model"] = str(warm_lm)
+    straight = train(build_train_config(data))
+    assert straight.global_step == 4
+    # Every step logs every reward and the stage's weights: epochs 1-2 (steps 1-2) format only, then accuracy.
+    history = straight.log_history
+    assert [w for _, w in _logged(history, "weight/format")] == [1.0, 1.0, 0.0, 0.0]
+    assert [w for _, w in _logged(history, "weight/accuracy")] == [0.0, 0.0, 1.0, 1.0]
+    assert len(_logged(history, "reward/format")) == 4 and len(_logged(history, "reward/total")) == 4
+    assert any(r > 0 for _, r in _logged(history, "reward/format"))  # the warm start writes the tags
+    before, after = _weights(warm_lm), _weights(straight.final_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the steps changed the weights
+
+    # Interrupted after step 2 (the end of epoch 2), then resumed: the optimizer, scheduler, RNG and the
+    # epoch come back, so it trains epochs 3-4 with their reward weights and ends with the same model.
+    data["output_dir"] = str(tmp_path / "interrupted")
+    first = train(build_train_config(data), callbacks=[StopAt(2)])
+    assert first.global_step == 2 and latest_checkpoint(first.output_dir).name == "checkpoint-2"
+    assert (latest_checkpoint(first.output_dir) / "optimizer.pt").is_file()
+    with pytest.raises(ConfigError, match="pass --resume"):
+        train(build_train_config(data))
+    resumed = train(build_train_config(data), resume=True)
+    assert resumed.global_step == 4
+    weights = _logged(resumed.log_history, "weight/accuracy")
+    assert [w for step, w in weights if step > 2] == [1.0, 1.0]
+    resumed_weights = _weights(resumed.final_dir)
+    for name, value in after.items():
+        torch.testing.assert_close(resumed_weights[name], value, rtol=1e-5, atol=1e-6)
+    # The hand-over file for the node names the full model.
+    assert f"model: {resumed.final_dir}" in (resumed.final_dir / NODE_PARAMS).read_text()
+
+
+def _messages(text: str) -> list[list[ChatMessage]]:
+    return [[ChatMessage.text("user", text)]]
+
+
+def test_lora_run_hands_an_adapter_to_the_core_pipeline(
+    tiny_models_dir, warm_lm, tiny_dataset, tmp_path
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "lora", learning_rate=5e-2, max_steps=2)
+    data["model"] = str(warm_lm)
+    data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "q_proj,v_proj"}
+    result = train(build_train_config(data))
+    assert (result.final_dir / "adapter_config.json").is_file()
+    assert result.node_params == {"model": str(warm_lm), "adapter": str(result.final_dir)}
+
+    # The node's LM parameters load base + adapter through the same code path as a real checkpoint.
+    common = dict(device="cpu", dtype="float32", max_new_tokens=12)
+    config = PipelineConfig(
+        vlm=ModelConfig(model=str(tiny_models_dir / "vlm"), **common),
+        lm=ModelConfig(**result.node_params, **common),
+    )
+    pipeline = EmbodiedR.from_config(config)
+    try:
+        clip = synthetic_clip(seconds=6.0, fps=5.0, size=(160, 120))
+        answer = pipeline.answer("Which way did I turn?", ["left", "right"], frames=clip.frames)
+        assert answer.completion and answer.choice in (None, "A", "B")
+        trained = pipeline.reasoner.backend.first_step_logits(_messages("Which way?"))
+    finally:
+        pipeline.close()
+    base = load_backend(ModelConfig(model=str(warm_lm), **common), vision=False)
+    try:
+        untrained = base.first_step_logits(_messages("Which way?"))
+    finally:
+        base.close()
+    assert not torch.allclose(trained, untrained, atol=1e-4)  # the adapter is applied
+
+
+def test_in_process_reference_is_the_base_model_with_the_adapter_off(
+    tiny_models_dir, warm_lm, tiny_dataset, tmp_path
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "ref", learning_rate=5e-2, max_steps=2)
+    data["model"] = str(warm_lm)
+    data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "q_proj,v_proj"}
+    data["rewards"] = [{"start_epoch": 1, "format": 1, "accuracy": 1, "consistency": 1}]
+    trainer = build_trainer(build_train_config(data))
+    reference = trainer.embodied_r_reference
+    assert isinstance(reference, PolicyReference)
+    trainer.train()
+    config = ModelConfig(model="policy", device="cpu")
+    requests = _messages("Which object did I pass first?")
+    with reference._model() as model:
+        with_adapter_off = TransformersBackend.from_model(config, model, trainer.processing_class)
+        reference_logits = with_adapter_off.first_step_logits(requests)
+    policy_logits = TransformersBackend.from_model(config, trainer.model, trainer.processing_class)
+    trained_logits = policy_logits.first_step_logits(requests)
+    base = load_backend(ModelConfig(model=str(warm_lm), device="cpu", dtype="float32"), vision=False)
+    try:
+        torch.testing.assert_close(reference_logits, base.first_step_logits(requests), rtol=1e-4, atol=1e-5)
+    finally:
+        base.close()
+    assert not torch.allclose(trained_logits, reference_logits, atol=1e-4)  # the adapter did train
+
+    # The staged reward asks the in-process reference in one batched call, only for correct answers.
+    reward = trainer.reward_funcs[0]
+    assert isinstance(reward, StagedReward)
+    calls = reference.calls
+    right = "<think>I passed the chair first.</think><answer>B</answer>"
+    wrong = "<think>The door.</think><answer>A</answer>"
+    scores = reward(
+        completions=[right, wrong, right],
+        solution=["B", "B", "B"],
+        question=["Which did I pass first?"] * 3,
+        options=[["door", "chair"]] * 3,
+        trainer_state=trainer.state,
+    )
+    assert reference.calls == calls + 1 and len(scores) == 3
+    assert scores[1] == pytest.approx(1 / 3)  # format only: wrong answers are never checked

@@ -1,0 +1,725 @@
+"""``embodied-r eval``: score a system on a split of a data set from ``embodied-r prepare``.
+
+Systems (``--system``):
+
+* ``reasoner``: the LM (``--lm``, optionally with a LoRA ``--adapter``) answers each record's ``prompt``,
+  the chat the node builds from the VLM's key-frame descriptions; loaded like the node's LM
+  (:func:`embodied_r_ros.backends.load_backend` with ``vision=False``).
+* ``untrained``: the same LM without an adapter: the baseline before RL.
+* ``vlm``: the paper's ablation: the VLM alone answers from the same key frames (read from the record's
+  bag at ``keyframe_stamps_ns``), all of a record's key frames and the question in ONE request.
+
+Scoring uses :mod:`.rewards` (the training rewards): multiple choice by the letter in the answer part,
+numeric by mean relative accuracy (MRA), the format condition, and the consistency check (a reference
+model reads only the question, options and reasoning of each correct answer; default: the base LM).
+
+Output directory::
+
+    metrics.json       per task and form (mc: accuracy, numeric: MRA), overall, format and consistency
+                       rates, mean completion length (tokens with a transformers backend, else characters)
+    metrics.md         the same as a markdown table
+    predictions.jsonl  id, task, form, solution, completion, answer, score, format, consistency, length
+    per_task.png       bars per task (plots.py); rewards.png / length.png with ``--train-log``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from embodied_r_ros import prompts
+from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
+from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
+
+from .bag_reader import BagReader, BagReadError, BagTopics
+from .rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
+from .splits import SPLITS
+
+logger = logging.getLogger(__name__)
+
+SYSTEMS = ("reasoner", "untrained", "vlm")
+DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
+MC, NUMERIC = "mc", "numeric"
+_COLUMNS = {
+    "reasoner": ("id", "prompt", "solution", "task", "question", "options"),
+    "untrained": ("id", "prompt", "solution", "task", "question", "options"),
+    "vlm": ("id", "solution", "task", "question", "options", "scene", "bag", "keyframe_stamps_ns"),
+}
+
+# The VLM-alone prompt (paper ablation "VLM with the same key frames"). The system turn is the reasoning
+# LM's, so both systems get the same instructions; only the evidence differs (pixels vs descriptions).
+# Change VLM_ALONE_PROMPT_VERSION whenever the text changes, so scores of different prompts are not mixed.
+VLM_ALONE_PROMPT_VERSION = "1"
+VLM_ALONE_INTRO = (
+    "You are a robot. These are key frames of your egocentric video, from the past to the present:"
+)
+
+
+def vlm_alone_request(images: Sequence[Any], question: str, options: Sequence[str]) -> list[ChatMessage]:
+    """The VLM's chat for one record: every key frame (``Frame j:`` then the image) and the question."""
+    parts: list[Any] = [VLM_ALONE_INTRO]
+    for j, image in enumerate(images):
+        parts += [f"\nFrame {j}:", image]
+    parts.append("\n\n" + prompts.question_block(question, options))
+    return [ChatMessage.text("system", prompts.REASONING_SYSTEM), ChatMessage("user", tuple(parts))]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass
+class EvalConfig:
+    """Everything ``embodied-r eval`` needs. ``lm`` and ``vlm`` carry the generation settings
+    (``max_new_tokens``, ``temperature``); ``reference`` None means the base LM (``lm`` without adapter)."""
+
+    dataset: Path
+    out: Path
+    system: str = "reasoner"
+    split: str = "test"
+    limit: int = 0  # 0 = every record of the split
+    lm: ModelConfig = field(default_factory=lambda: ModelConfig(model=DEFAULT_LM, max_new_tokens=512))
+    vlm: ModelConfig | None = None
+    reference: ModelConfig | None = None
+    consistency: bool = True
+    consistency_config: ConsistencyConfig = field(default_factory=ConsistencyConfig)
+    batch_size: int = 8  # records per generate call
+    topics: BagTopics = field(default_factory=BagTopics)
+    candidate_fps: float = KeyFrameConfig().candidate_fps
+    bag_root: Path | None = None  # vlm: bags at bag_root/<scene> instead of the recorded paths
+    train_log: Path | None = None
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.system not in SYSTEMS:
+            raise ConfigError(f"--system must be one of {', '.join(SYSTEMS)}, got {self.system!r}")
+        if self.split not in SPLITS:
+            raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.batch_size < 1 or self.limit < 0:
+            raise ConfigError(
+                f"--batch-size must be >= 1 and --limit >= 0, got {self.batch_size}, {self.limit}"
+            )
+        if self.system == "untrained" and self.lm.adapter:
+            raise ConfigError(
+                f"--system untrained evaluates the base LM; drop --adapter {self.lm.adapter} (or use "
+                "--system reasoner to evaluate the adapter)"
+            )
+        if self.lm.adapter and self.lm.backend != "transformers":
+            raise ConfigError(
+                "--adapter needs --lm-backend transformers; with an OpenAI-compatible server, serve the "
+                "adapter there (e.g. vLLM --lora-modules) and pass its served name as --lm"
+            )
+        if self.system == "vlm" and (self.vlm is None or not self.vlm.model):
+            raise ConfigError("--system vlm needs --vlm MODEL (a Qwen2/2.5-VL directory or served name)")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data
+
+
+def load_split(dataset: Path, split: str, system: str, limit: int = 0) -> list[dict[str, Any]]:
+    """The records of ``dataset/split.jsonl`` (or ``.parquet``), first ``limit`` only when > 0.
+
+    Raises ConfigError for a missing or empty split and for records without the columns ``system``
+    needs, naming the file and the fix.
+    """
+    jsonl, parquet = dataset / f"{split}.jsonl", dataset / f"{split}.parquet"
+    if jsonl.is_file():
+        records = []
+        with jsonl.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"{jsonl} line {number} is not JSON ({exc}); rerun embodied-r prepare"
+                    ) from exc
+        source = jsonl
+    elif parquet.is_file():
+        from datasets import Dataset
+
+        records = Dataset.from_parquet(str(parquet)).to_list()
+        source = parquet
+    else:
+        raise ConfigError(
+            f"data set {dataset} has no split {split!r} ({jsonl.name} or {parquet.name}); build it with "
+            f"embodied-r prepare --out {dataset}, or choose another --split ({', '.join(SPLITS)})"
+        )
+    if not records:
+        raise ConfigError(
+            f"{source} holds no records; choose another --split or rebuild with other fractions"
+        )
+    needed = _COLUMNS[system]
+    for number, record in enumerate(records, 1):
+        missing = [c for c in needed if c not in record]
+        if missing:
+            raise ConfigError(
+                f"{source} record {number} ({record.get('id', '?')}) lacks column(s) {', '.join(missing)} "
+                f"that --system {system} needs; rebuild the data set with embodied-r prepare"
+            )
+    return records[:limit] if limit else records
+
+
+def bag_path(record: dict[str, Any], bag_root: Path | None) -> Path:
+    """Where a record's bag is: ``bag_root/<scene>`` when given, else the path prepare recorded."""
+    return bag_root / record["scene"] if bag_root is not None else Path(record["bag"])
+
+
+def _check_bags(records: Sequence[dict[str, Any]], bag_root: Path | None) -> None:
+    missing = sorted({str(bag_path(r, bag_root)) for r in records if not bag_path(r, bag_root).exists()})
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ConfigError(
+            f"--system vlm reads the key frames from the bags, and bag(s) {shown} do not exist; pass "
+            "--bag-root DIR where DIR/<scene> holds each record's bag, or rerun embodied-r prepare"
+        )
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scoring
+
+
+@dataclass
+class Prediction:
+    """One record's completion, read and scored. ``score`` is accuracy (mc) or MRA (numeric);
+    ``consistency`` is None when not checked (a wrong answer, or consistency off)."""
+
+    id: str
+    task: str
+    form: str
+    solution: str
+    completion: str
+    answer: str | float | None
+    score: float
+    format: bool
+    length: int
+    consistency: float | None = None
+    checkable: bool = False  # correct enough for the consistency check
+
+
+def grade_records(
+    records: Sequence[dict[str, Any]],
+    completions: Sequence[str],
+    lengths: Sequence[int] | None = None,
+    consistency: ConsistencyConfig | None = None,
+) -> list[Prediction]:
+    """Score ``completions`` (one per record) with the training rewards' rules; ``lengths`` default to
+    the completions' characters."""
+    graded = grade_batch(
+        list(completions), [r["solution"] for r in records], options=[r.get("options") or [] for r in records]
+    )
+    threshold = (consistency or ConsistencyConfig()).numeric_correct_mra
+    lengths = list(lengths) if lengths is not None else [len(c) for c in completions]
+    predictions = []
+    for record, completion, g, length in zip(records, completions, graded, lengths, strict=True):
+        predictions.append(
+            Prediction(
+                id=str(record["id"]),
+                task=str(record["task"]),
+                form=MC if g.multiple_choice else NUMERIC,
+                solution=str(record["solution"]),
+                completion=completion,
+                answer=_answer(g),
+                score=g.accuracy,
+                format=g.parsed.well_formed,
+                length=int(length),
+                # The same rule as ConsistencyReward: right letter, or a numeric MRA above its threshold.
+                checkable=g.accuracy == 1.0 if g.multiple_choice else g.accuracy >= threshold,
+            )
+        )
+    return predictions
+
+
+def _answer(graded: Graded) -> str | float | None:
+    return graded.choice if graded.multiple_choice else graded.value
+
+
+def check_consistency(
+    predictions: Sequence[Prediction],
+    records: Sequence[dict[str, Any]],
+    reward: ConsistencyReward,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> int:
+    """Fill ``consistency`` of every checkable prediction; one batched reference call per ``batch_size``
+    of them. Returns the number of reference calls."""
+    rows = [i for i, p in enumerate(predictions) if p.checkable]
+    calls = 0
+    for start in tqdm(
+        range(0, len(rows), batch_size), desc="consistency", unit="batch", disable=not progress or not rows
+    ):
+        chunk = rows[start : start + batch_size]
+        scores = reward(
+            [predictions[i].completion for i in chunk],
+            [records[i]["solution"] for i in chunk],
+            question=[records[i]["question"] for i in chunk],
+            options=[records[i].get("options") or [] for i in chunk],
+        )
+        calls += 1
+        for i, score in zip(chunk, scores, strict=True):
+            predictions[i].consistency = float(score)
+    return calls
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _stats(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    checked = [p.consistency for p in predictions if p.consistency is not None]
+    return {
+        "n": len(predictions),
+        "score": _mean([p.score for p in predictions]),
+        "format_rate": _mean([1.0 if p.format else 0.0 for p in predictions]),
+        "consistency_rate": _mean(checked),
+        "consistency_checked": len(checked),
+        "mean_length": _mean([float(p.length) for p in predictions]),
+    }
+
+
+def summarize(predictions: Sequence[Prediction], **info: Any) -> dict[str, Any]:
+    """The metrics: per task and form, overall, by form, and the mean over task/form groups.
+
+    ``score`` is accuracy for mc and MRA for numeric; ``overall.score`` is the mean over records and
+    ``overall.task_mean`` the mean of the groups' scores (the paper's average over tasks). ``info`` is
+    stored as is (system, models, settings).
+    """
+    groups: dict[str, dict[str, list[Prediction]]] = defaultdict(lambda: defaultdict(list))
+    for p in predictions:
+        groups[p.task][p.form].append(p)
+    tasks = {
+        task: {
+            form: {"metric": "accuracy" if form == MC else "mra", **_stats(preds)}
+            for form, preds in sorted(forms.items())
+        }
+        for task, forms in sorted(groups.items())
+    }
+    overall = _stats(predictions)
+    overall["task_mean"] = _mean([g["score"] for forms in tasks.values() for g in forms.values()])
+    overall["mc_accuracy"] = _stats([p for p in predictions if p.form == MC])["score"]
+    overall["numeric_mra"] = _stats([p for p in predictions if p.form == NUMERIC])["score"]
+    return {**info, "overall": overall, "tasks": tasks}
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def metrics_markdown(metrics: dict[str, Any]) -> str:
+    """``metrics`` as markdown: a header, then one table row per task and form, and the overall rows."""
+    unit = metrics.get("length_unit", "characters")
+    overall = metrics["overall"]
+    lines = [
+        f"# {metrics.get('label', metrics.get('system', 'evaluation'))}: split {metrics.get('split', '?')}, "
+        f"{overall['n']} records",
+        "",
+        f"Models: {', '.join(f'{k} `{v}`' for k, v in metrics.get('models', {}).items() if v) or '?'}.",
+        "Score: accuracy for multiple choice (mc), mean relative accuracy (MRA) for numeric answers.",
+        "",
+        f"| task | form | metric | n | score | format | consistency (checked) | mean length ({unit}) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def row(name: str, form: str, metric: str, s: dict[str, Any]) -> str:
+        consistency = f"{_cell(s['consistency_rate'])} ({s['consistency_checked']})"
+        return (
+            f"| {name} | {form} | {metric} | {s['n']} | {_cell(s['score'])} | {_cell(s['format_rate'])} | "
+            f"{consistency} | {_cell(s['mean_length'], 1)} |"
+        )
+
+    for task, forms in metrics["tasks"].items():
+        for form, s in forms.items():
+            lines.append(row(task, form, "accuracy" if form == MC else "MRA", s))
+    lines.append(row("**all records**", "", "mean", overall))
+    lines.append("")
+    lines.append(
+        f"Mean over task/form groups: **{_cell(overall['task_mean'])}**; multiple-choice accuracy "
+        f"{_cell(overall['mc_accuracy'])}; numeric MRA {_cell(overall['numeric_mra'])}."
+    )
+    skipped = metrics.get("skipped") or []
+    if skipped:
+        lines.append("")
+        lines.append(
+            f"Skipped {len(skipped)} record(s): " + "; ".join(f"{s['id']}: {s['reason']}" for s in skipped)
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running the models
+
+
+class AdapterDisabled:
+    """The base model of a LoRA (peft) transformers backend: ``generate`` runs under ``disable_adapter()``,
+    so the reference model needs no second copy of the weights."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.config = replace(backend.config, adapter="")
+        self.supports_images = False
+
+    def generate(
+        self,
+        requests: Sequence[ChatRequest],
+        *,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> list[str]:
+        """One completion per request from the base model."""
+        with self.backend.model.disable_adapter():
+            return self.backend.generate(requests, max_new_tokens=max_new_tokens, temperature=temperature)
+
+    def close(self) -> None:
+        """Nothing to release: the wrapped backend belongs to the caller."""
+
+
+def _load(config: ModelConfig, vision: bool) -> GenerationBackend:
+    from embodied_r_ros.backends import load_backend
+
+    return load_backend(config, vision=vision)
+
+
+def _generate(backend: Any, requests: list[ChatRequest]) -> tuple[list[str], list[int] | None]:
+    """Completions and, from an in-process transformers model, the number of tokens each generated."""
+    if not callable(getattr(backend, "generate_ids", None)):
+        return backend.generate(requests), None
+    token_ids = backend.generate_ids(requests).token_ids
+    # Decoded as TransformersBackend.generate does, so the text is what the node would get.
+    texts = backend.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
+    return [text.strip() for text in texts], [len(ids) for ids in token_ids]
+
+
+@dataclass
+class Skipped:
+    """A record that could not be evaluated (vlm: its bag or key frames could not be read)."""
+
+    id: str
+    reason: str
+
+
+def _reasoner_requests(records: Sequence[dict[str, Any]]) -> Iterator[tuple[int, ChatRequest]]:
+    for i, record in enumerate(records):
+        # completion_text reads str contents and lists of text parts alike.
+        yield i, [ChatMessage.text(m["role"], completion_text([m])) for m in record["prompt"]]
+
+
+def _vlm_requests(
+    records: Sequence[dict[str, Any]], config: EvalConfig, skipped: list[Skipped]
+) -> Iterator[tuple[int, ChatRequest]]:
+    """Each record's VLM chat with its key frames read from its bag; unreadable records go to ``skipped``."""
+    reader: BagReader | None = None
+    reader_path: Path | None = None
+    broken: dict[Path, str] = {}
+    try:
+        for i, record in enumerate(records):
+            path = bag_path(record, config.bag_root)
+            if path in broken:
+                skipped.append(Skipped(str(record["id"]), broken[path]))
+                continue
+            try:
+                if path != reader_path:
+                    if reader is not None:
+                        reader.close()
+                    reader, reader_path = None, None
+                    reader, reader_path = BagReader(path, config.topics, config.candidate_fps), path
+                images = _keyframe_images(reader, record)
+            except BagReadError as exc:
+                if reader is None:
+                    broken[path] = str(exc)
+                skipped.append(Skipped(str(record["id"]), str(exc)))
+                continue
+            yield i, vlm_alone_request(images, record["question"], record.get("options") or [])
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _keyframe_images(reader: BagReader, record: dict[str, Any]) -> list[Any]:
+    stamps = [int(s) for s in record["keyframe_stamps_ns"]]
+    if not stamps:
+        raise BagReadError(f"record {record['id']} has no key frames (keyframe_stamps_ns is empty)")
+    # The window from the first to the last key frame has the same candidate grid as the question's window
+    # (key frame 0 is its first frame, the last key frame its last), so every key frame is a candidate.
+    frames = {f.stamp_ns: f for f in reader.window(stamps[0], stamps[-1])}
+    missing = [s for s in stamps if s not in frames]
+    if missing:
+        raise BagReadError(
+            f"bag {reader.path} has no candidate frame at key-frame stamp(s) {missing[:3]} ns of record "
+            f"{record['id']}; was the data set prepared with another candidate rate or image topic?"
+        )
+    return [frames[s].image for s in stamps]
+
+
+def _generate_all(
+    backend: GenerationBackend, requests: Iterator[tuple[int, ChatRequest]], n: int, config: EvalConfig
+) -> dict[int, tuple[str, int | None]]:
+    """(completion, generated tokens or None) by record index, ``config.batch_size`` requests per call."""
+    completions: dict[int, tuple[str, int | None]] = {}
+    batch: list[tuple[int, ChatRequest]] = []
+    bar = tqdm(total=n, desc=config.system, unit="record", disable=not config.progress)
+
+    def flush() -> None:
+        texts, lengths = _generate(backend, [request for _, request in batch])
+        if len(texts) != len(batch):
+            raise RuntimeError(f"backend returned {len(texts)} completions for {len(batch)} requests")
+        for k, ((i, _), text) in enumerate(zip(batch, texts, strict=True)):
+            completions[i] = (text, lengths[k] if lengths is not None else None)
+        bar.update(len(batch))
+        batch.clear()
+
+    try:
+        for item in requests:
+            batch.append(item)
+            if len(batch) >= config.batch_size:
+                flush()
+        if batch:
+            flush()
+    finally:
+        bar.close()
+    return completions
+
+
+@dataclass
+class EvalResult:
+    """What a run produced."""
+
+    metrics: dict[str, Any]
+    predictions: list[Prediction]
+    skipped: list[Skipped]
+    files: list[Path] = field(default_factory=list)
+
+
+def run_eval(config: EvalConfig) -> EvalResult:
+    """Evaluate ``config.system`` on the split and write the outputs into ``config.out``."""
+    import torch
+
+    torch.manual_seed(config.seed)  # sampling (temperature > 0, the reference's 0.1) is repeatable
+    records = load_split(config.dataset, config.split, config.system, config.limit)
+    skipped: list[Skipped] = []
+    if config.system == "vlm":
+        assert config.vlm is not None
+        _check_bags(records, config.bag_root)
+        backend = _load(config.vlm, vision=True)
+        requests = _vlm_requests(records, config, skipped)
+    else:
+        backend = _load(config.lm, vision=False)
+        requests = _reasoner_requests(records)
+    open_backends = [backend]
+    try:
+        by_index = _generate_all(backend, requests, len(records), config)
+        done = [records[i] for i in sorted(by_index)]
+        completions = [by_index[i][0] for i in sorted(by_index)]
+        tokens = [by_index[i][1] for i in sorted(by_index)]
+        # Tokens generated when the model runs in-process; an HTTP server's completions count characters.
+        length_unit = "tokens" if all(t is not None for t in tokens) else "characters"
+        lengths = tokens if length_unit == "tokens" else [len(c) for c in completions]
+        predictions = grade_records(done, completions, lengths, config.consistency_config)
+        reference_label = _reference_label(config) if config.consistency else ""
+        if config.consistency and any(p.checkable for p in predictions):
+            if _reference_needs_loading(config):
+                backend.close()  # one model in memory at a time
+                open_backends.remove(backend)
+            reference = _reference(config, backend)
+            if reference is not backend:
+                open_backends.append(reference)
+            check_consistency(
+                predictions, done, ConsistencyReward(reference, config.consistency_config), config.batch_size,
+                config.progress,
+            )  # fmt: skip
+    finally:
+        for model in open_backends:
+            model.close()
+    metrics = summarize(predictions, **_info(config, length_unit, reference_label, skipped))
+    result = EvalResult(metrics, predictions, skipped)
+    result.files = write_outputs(config, result)
+    return result
+
+
+def _reference_label(config: EvalConfig) -> str:
+    if config.reference is not None:
+        return config.reference.model
+    return f"{config.lm.model} (base LM{', adapter disabled' if config.lm.adapter else ''})"
+
+
+def _reference_needs_loading(config: EvalConfig) -> bool:
+    """Whether the consistency reference is a model of its own (else the evaluated LM is reused)."""
+    return config.reference is not None or config.system == "vlm"
+
+
+def _reference(config: EvalConfig, backend: GenerationBackend) -> GenerationBackend:
+    """The consistency reference: ``--reference``, else the base LM, reusing ``backend`` when it is it."""
+    if config.reference is not None:
+        return _load(config.reference, vision=False)
+    if config.system == "vlm":
+        return _load(replace(config.lm, adapter=""), vision=False)
+    if config.lm.adapter:
+        return AdapterDisabled(backend)
+    return backend
+
+
+def _info(config: EvalConfig, length_unit: str, reference: str, skipped: list[Skipped]) -> dict[str, Any]:
+    model = config.vlm if config.system == "vlm" and config.vlm is not None else config.lm
+    labels = {
+        "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.adapter else ""),
+        "untrained": "untrained LM (baseline)",
+        "vlm": "VLM alone on the key frames (ablation)",
+    }
+    return {
+        "system": config.system,
+        "label": labels[config.system],
+        "dataset": str(config.dataset),
+        "split": config.split,
+        "models": {
+            "lm": config.lm.model if config.system != "vlm" else "",
+            "adapter": config.lm.adapter if config.system == "reasoner" else "",
+            "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
+            "reference": reference,
+        },
+        "generation": {
+            "backend": model.backend,
+            "max_new_tokens": model.max_new_tokens,
+            "temperature": model.temperature,
+            "batch_size": config.batch_size,
+        },
+        "consistency": asdict(config.consistency_config) if config.consistency else "off",
+        "length_unit": length_unit,
+        "prompt_version": prompts.PROMPT_VERSION,
+        **({"vlm_alone_prompt_version": VLM_ALONE_PROMPT_VERSION} if config.system == "vlm" else {}),
+        "skipped": [asdict(s) for s in skipped],
+    }
+
+
+def _json_value(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def write_outputs(config: EvalConfig, result: EvalResult) -> list[Path]:
+    """metrics.json, metrics.md, predictions.jsonl, per_task.png (and the training curves with
+    ``config.train_log``) in ``config.out``; returns the paths written."""
+    from .plots import load_log_history, plot_task_scores, plot_training_curves
+
+    out = config.out
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / "metrics.json", out / "metrics.md", out / "predictions.jsonl"]
+    files[0].write_text(json.dumps(result.metrics, indent=1) + "\n", encoding="utf-8")
+    files[1].write_text(metrics_markdown(result.metrics), encoding="utf-8")
+    with files[2].open("w", encoding="utf-8") as handle:
+        for p in result.predictions:
+            row = {k: _json_value(v) for k, v in asdict(p).items() if k != "checkable"}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if result.predictions:
+        files.append(plot_task_scores(result.metrics, out / "per_task.png"))
+    if config.train_log is not None:
+        files += plot_training_curves(load_log_history(config.train_log), out)
+    return files
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r eval``."""
+    parser = subparsers.add_parser(
+        "eval", help="score the reasoner (or a baseline) on a data-set split: metrics, tables and plots"
+    )
+    parser.add_argument("dataset", type=Path, help="data-set directory written by embodied-r prepare")
+    parser.add_argument(
+        "--system", default="reasoner", choices=SYSTEMS, help="what answers (default reasoner)"
+    )
+    parser.add_argument("--split", default="test", choices=SPLITS)
+    parser.add_argument("--limit", type=int, default=0, help="first N records only (0 = all)")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (DATASET/eval/SYSTEM-SPLIT)")
+    parser.add_argument("--lm", default=DEFAULT_LM, help=f"reasoning LM: directory or name ({DEFAULT_LM})")
+    parser.add_argument("--adapter", default="", help="LoRA adapter directory for --lm (reasoner only)")
+    parser.add_argument("--lm-backend", default="transformers", choices=["transformers", "openai"])
+    parser.add_argument("--vlm", default="", help="--system vlm: the VLM, directory or served name")
+    parser.add_argument("--vlm-backend", default="transformers", choices=["transformers", "openai"])
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backends: server URL")
+    parser.add_argument("--reference", default="", help="consistency reference model (default: the base LM)")
+    parser.add_argument("--reference-temperature", type=float, default=0.1, help="paper: 0.1")
+    parser.add_argument("--no-consistency", action="store_true", help="skip the consistency check")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--batch-size", type=int, default=8, help="records per generate call")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--bag-root", type=Path, default=None, help="--system vlm: bags at DIR/<scene>")
+    parser.add_argument(
+        "--image-topic", default="", help="camera topic (default: the bag's only image topic)"
+    )
+    parser.add_argument("--odom-topic", default="/odom", help="odometry topic ('' = no poses)")
+    parser.add_argument("--train-log", type=Path, default=None, help="trainer_state.json or its directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run_eval_command)
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    """The :class:`EvalConfig` of parsed ``embodied-r eval`` arguments (ConfigError for bad values)."""
+    try:
+        common = {
+            "device": args.device, "dtype": args.dtype, "base_url": args.base_url,
+            "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+        }  # fmt: skip
+        lm = ModelConfig(model=args.lm, backend=args.lm_backend, adapter=args.adapter, **common)
+        vlm = ModelConfig(model=args.vlm, backend=args.vlm_backend, **common) if args.vlm else None
+        reference = (
+            ModelConfig(model=args.reference, backend=args.lm_backend, **common) if args.reference else None
+        )
+        consistency = ConsistencyConfig(temperature=args.reference_temperature)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return EvalConfig(
+        dataset=args.dataset,
+        out=args.out or args.dataset / "eval" / f"{args.system}-{args.split}",
+        system=args.system,
+        split=args.split,
+        limit=args.limit,
+        lm=lm,
+        vlm=vlm,
+        reference=reference,
+        consistency=not args.no_consistency,
+        consistency_config=consistency,
+        batch_size=args.batch_size,
+        topics=BagTopics(args.image_topic, args.odom_topic),
+        bag_root=args.bag_root,
+        train_log=args.train_log,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    """Run ``embodied-r eval``: 0 when every record was evaluated, 1 when any was skipped."""
+    config = config_from_args(args)
+    if config.train_log is not None:
+        from .plots import load_log_history
+
+        load_log_history(config.train_log)  # a bad --train-log fails before any model is loaded
+    result = run_eval(config)
+    print(metrics_markdown(result.metrics), end="")
+    print(f"wrote {', '.join(str(p) for p in result.files)}")
+    if result.skipped:
+        print(
+            f"{len(result.skipped)} of {len(result.skipped) + len(result.predictions)} record(s) skipped "
+            f"(listed in {config.out / 'metrics.json'} under 'skipped'):",
+            file=sys.stderr,
+        )
+        for s in result.skipped:
+            print(f"SKIPPED {s.id}: {s.reason}", file=sys.stderr)
+        return 1
+    return 0

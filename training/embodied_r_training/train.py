@@ -1,0 +1,460 @@
+"""``embodied-r train``: GRPO training of the reasoning LM with TRL, the paper's rewards and schedule.
+
+Data flow: the data set of ``embodied-r prepare`` (chat prompts exactly as the node builds them, plus
+``solution``/``question``/``options``) -> TRL's ``GRPOTrainer`` with one reward function,
+:class:`~.rewards.StagedReward` (format, accuracy and consistency weighted by epoch) -> checkpoints with
+optimizer state in ``output_dir/checkpoint-N`` -> the final model in ``output_dir/final`` (a LoRA adapter,
+or the full weights) plus ``node_params.yaml``, the ROS parameters that make the node load it.
+
+The consistency reward's reference model is by default the policy's own starting weights, in-process:
+the LoRA adapter switched off (peft ``disable_adapter``), or TRL's frozen KL reference with full
+fine-tuning, so no extra copy is loaded in either case (see :class:`PolicyReference`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embodied_r_ros.config import ConfigError, ModelConfig
+
+from .train_config import TrainConfig, load_train_config, required_columns
+
+logger = logging.getLogger(__name__)
+
+FINAL_DIR = "final"
+MERGED_DIR = "final-merged"
+NODE_PARAMS = "node_params.yaml"
+CONFIG_COPY = "train_config.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run left behind."""
+
+    output_dir: Path
+    final_dir: Path  # the LoRA adapter or the full model
+    merged_dir: Path | None  # LoRA merged into the base model, when lora.merge
+    base_model: Path  # the starting weights (with LoRA, the node loads these plus the adapter)
+    global_step: int
+    log_history: list[dict[str, Any]]
+
+    @property
+    def node_params(self) -> dict[str, str]:
+        """The node's LM parameters that load the result (``lm.model``, ``lm.adapter``)."""
+        if self.merged_dir is not None:
+            return {"model": str(self.merged_dir), "adapter": ""}
+        if (self.final_dir / "adapter_config.json").is_file():
+            return {"model": str(self.base_model), "adapter": str(self.final_dir)}
+        return {"model": str(self.final_dir), "adapter": ""}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Model and data
+
+
+def resolve_policy(model: str) -> Path:
+    """The local directory of the policy LM; ``tiny`` is the project's tiny random LM (built if missing)."""
+    from embodied_r_ros.backends.loading import resolve_model_dir
+
+    if model == "tiny":
+        from embodied_r_ros.backends.tiny_models import LM_SUBDIR, ensure_tiny_models
+
+        return ensure_tiny_models() / LM_SUBDIR
+    return resolve_model_dir(model)
+
+
+def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
+    """One split of the data set as a ``datasets.Dataset``, checked and with over-long prompts left out.
+
+    Reads ``<data.path>/<split>.parquet`` (or ``.jsonl``). Missing columns raise :class:`ConfigError` naming
+    them; prompts longer than ``data.max_prompt_tokens`` (chat template applied) are dropped and counted,
+    because truncating one would cut key-frame descriptions out of the middle of the evidence.
+    """
+    from datasets import Dataset
+
+    root = Path(config.data.path)
+    if not config.data.path or not root.is_dir():
+        raise ConfigError(
+            f"{config.source}: data.path {str(root)!r} is not a directory; build a data set with "
+            "`embodied-r prepare QUESTIONS --out DIR` (or `embodied-r synth` first) and set data.path to DIR"
+        )
+    parquet, jsonl = root / f"{split}.parquet", root / f"{split}.jsonl"
+    if parquet.is_file():
+        dataset = Dataset.from_parquet(str(parquet))
+    elif jsonl.is_file() and jsonl.stat().st_size > 0:
+        dataset = Dataset.from_json(str(jsonl))
+    else:
+        raise ConfigError(
+            f"data set {root} has no rows in split {split!r} ({parquet.name} / {jsonl.name}); splits are by "
+            "scene, so a small data set can leave one empty: add scenes or change data.train_split"
+        )
+    missing = [c for c in required_columns(config) if c not in dataset.column_names]
+    if missing:
+        raise ConfigError(
+            f"data set {root} split {split!r} lacks column(s) {', '.join(missing)} (it has "
+            f"{', '.join(dataset.column_names)}); write it with `embodied-r prepare`, or set every stage's "
+            "consistency weight to 0 if question/options are what is missing"
+        )
+    if config.data.limit and split == config.data.train_split:
+        dataset = dataset.select(range(min(config.data.limit, len(dataset))))
+    limit = config.data.max_prompt_tokens
+
+    def fits(row: dict[str, Any]) -> bool:
+        ids = tokenizer.apply_chat_template(row["prompt"], tokenize=True, add_generation_prompt=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        return len(ids) <= limit
+
+    kept = dataset.filter(fits)
+    if len(kept) < len(dataset):
+        logger.warning(
+            "split %s: left out %d of %d prompts longer than data.max_prompt_tokens=%d",
+            split, len(dataset) - len(kept), len(dataset), limit,
+        )  # fmt: skip
+    if len(kept) == 0:
+        raise ConfigError(f"split {split!r} of {root}: no prompt fits data.max_prompt_tokens={limit}")
+    return kept
+
+
+def load_policy(config: TrainConfig, path: Path | None = None) -> tuple[Any, Any, Path]:
+    """The policy model (``path``, default ``config.model``), its tokenizer and its directory; bf16
+    weights when ``grpo.bf16`` is set."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = path or resolve_policy(config.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if not tokenizer.chat_template:
+        raise ConfigError(
+            f"model {config.model} ({path}) has no chat template; train an instruction-tuned LM"
+        )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = torch.bfloat16 if config.grpo.get("bf16") else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return model, tokenizer, path
+
+
+# ----------------------------------------------------------------------------------------------------
+# The consistency reward's reference model
+
+
+class PolicyReference:
+    """A :class:`~embodied_r_ros.backends.GenerationBackend` answering with the policy's starting weights.
+
+    Bound to a trainer after it is built (:meth:`bind`). With LoRA it generates with the trained model under
+    ``disable_adapter()`` (the base weights, no copy); with full fine-tuning it uses TRL's frozen KL
+    reference model (``trainer.ref_model``, present when beta > 0). Either way the model is unwrapped for
+    generation the way TRL does it (gathering DeepSpeed ZeRO-3 shards).
+    """
+
+    supports_images = False
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.trainer: Any = None
+        self.calls = 0
+
+    def bind(self, trainer: Any) -> None:
+        """Use ``trainer``'s model; raise when there is no frozen copy of the starting weights."""
+        from peft import PeftModel
+
+        lora = isinstance(trainer.accelerator.unwrap_model(trainer.model), PeftModel)
+        if not lora and getattr(trainer, "ref_model", None) is None:
+            raise ConfigError(
+                "reference.backend policy needs the starting weights: use LoRA, or grpo.beta > 0 (TRL then "
+                "keeps a frozen reference model), or set reference.backend transformers with "
+                "reference.model"
+            )
+        self.trainer = trainer
+
+    @contextlib.contextmanager
+    def _model(self) -> Iterator[Any]:
+        from trl.models.utils import unwrap_model_for_generation
+
+        trainer = self.trainer
+        if trainer is None:
+            raise RuntimeError("PolicyReference.bind(trainer) must be called before generate")
+        if getattr(trainer, "ref_model", None) is not None:
+            with unwrap_model_for_generation(trainer.ref_model, trainer.accelerator) as model:
+                yield model
+            return
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+            with model.disable_adapter():
+                yield model
+
+    def generate(
+        self,
+        requests: Sequence[Any],
+        *,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> list[str]:
+        """One reply per request from the starting weights (one batched ``generate``)."""
+        from embodied_r_ros.backends.transformers_backend import TransformersBackend
+
+        self.calls += 1
+        with self._model() as model:
+            backend = TransformersBackend.from_model(self.config, model, self.trainer.processing_class)
+            was_training = model.training
+            model.eval()
+            try:
+                return backend.generate(requests, max_new_tokens=max_new_tokens, temperature=temperature)
+            finally:
+                model.train(was_training)
+
+    def close(self) -> None:
+        self.trainer = None
+
+
+def build_reference(config: TrainConfig) -> Any:
+    """The consistency reward's reference backend, or None when no stage weights consistency."""
+    if not config.weights_consistency:
+        return None
+    section = config.reference
+    if section.backend == "policy":
+        return PolicyReference(
+            ModelConfig(
+                model=config.model, max_new_tokens=section.max_new_tokens, temperature=section.temperature
+            )
+        )
+    from embodied_r_ros.backends import load_backend
+
+    return load_backend(section.model_config(), vision=False)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The trainer
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The ``checkpoint-N`` directory with the highest N in ``output_dir`` (None if there is none)."""
+    if not output_dir.is_dir():
+        return None
+    found = [
+        (int(m.group(1)), p) for p in output_dir.iterdir() if (m := _CHECKPOINT.match(p.name)) and p.is_dir()
+    ]
+    return max(found)[1] if found else None
+
+
+def grpo_arguments(config: TrainConfig) -> Any:
+    """TRL's ``GRPOConfig`` from the config's ``grpo`` section (output_dir and seed from the top level)."""
+    from trl import GRPOConfig
+
+    values = dict(config.grpo)
+    values.setdefault("logging_steps", 1)  # every reward, every step
+    values.setdefault("save_strategy", "epoch")
+    values.setdefault("report_to", "none")
+    try:
+        return GRPOConfig(output_dir=config.output_dir, seed=config.seed, **values)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{config.source}: grpo settings rejected by TRL: {exc}") from exc
+
+
+def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Path | None = None) -> Any:
+    """A ready ``GRPOTrainer`` for ``config`` (model loaded, data checked, reward and reference wired),
+    starting from the weights in ``start`` (default: ``config.model``)."""
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from .rewards import ConsistencyConfig, ConsistencyReward, StagedReward
+
+    args = grpo_arguments(config)
+    model, tokenizer, _ = load_policy(config, start)
+    train_dataset = load_split(config, config.data.train_split, tokenizer)
+    eval_dataset = load_split(config, config.data.eval_split, tokenizer) if config.data.eval_split else None
+    reference = build_reference(config)
+    consistency = None
+    if reference is not None:
+        section = config.reference
+        consistency = ConsistencyReward(
+            reference,
+            ConsistencyConfig(section.temperature, section.max_new_tokens, section.numeric_correct_mra),
+        )
+    peft_config = None
+    if config.lora.enabled:
+        peft_config = LoraConfig(
+            r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+            target_modules=config.lora.modules(), task_type="CAUSAL_LM",
+        )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[StagedReward(config.schedule, consistency)],
+        args=args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=list(callbacks),
+    )
+    if isinstance(reference, PolicyReference):
+        reference.bind(trainer)
+    trainer.embodied_r_reference = reference  # for benchmarks and tests: reference.calls
+    return trainer
+
+
+def _resume_from(config: TrainConfig, resume: bool | str | None) -> str | None:
+    output_dir = Path(config.output_dir)
+    latest = latest_checkpoint(output_dir)
+    if resume in (None, False):
+        if latest is not None:
+            raise ConfigError(
+                f"{output_dir} already holds {latest.name}; pass --resume to continue that run, or choose "
+                "another output_dir"
+            )
+        return None
+    if resume is True:
+        if latest is None:
+            logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", output_dir)
+            return None
+        return str(latest)
+    path = Path(resume)
+    if not (path / "trainer_state.json").is_file():
+        raise ConfigError(f"--resume {path}: not a checkpoint directory (no trainer_state.json in it)")
+    return str(path)
+
+
+def save_final(trainer: Any, config: TrainConfig) -> tuple[Path, Path | None]:
+    """Save the final adapter or model, with tokenizer; with lora.merge also the merged full model."""
+    output_dir = Path(config.output_dir)
+    final = output_dir / FINAL_DIR
+    trainer.save_model(str(final))
+    trainer.processing_class.save_pretrained(str(final))
+    merged_dir = None
+    if config.lora.enabled and config.lora.merge and trainer.accelerator.is_main_process:
+        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        merged_dir = output_dir / MERGED_DIR
+        merged.save_pretrained(str(merged_dir))
+        trainer.processing_class.save_pretrained(str(merged_dir))
+    return final, merged_dir
+
+
+def run_warm_start(config: TrainConfig) -> Path:
+    """The supervised warm start (:mod:`.warm_start`) into ``output_dir/warm_start``; returns that dir."""
+    from .warm_start import WARM_START_DIR, warm_start
+
+    model, tokenizer, _ = load_policy(config)
+    dataset = load_split(config, config.data.train_split, tokenizer)
+    out = Path(config.output_dir) / WARM_START_DIR
+    cpu = bool(config.grpo.get("use_cpu"))
+    return warm_start(model, tokenizer, dataset, config.warm_start, out, config.seed, cpu)
+
+
+def write_node_params(result: TrainResult) -> Path:
+    """``final/node_params.yaml``: ROS parameters that make the node load the trained LM."""
+    import yaml
+
+    params = {"/**/embodied_r": {"ros__parameters": {"lm": result.node_params}}}
+    path = result.final_dir / NODE_PARAMS
+    path.write_text(
+        "# Load the trained reasoner in the node: embodied-r run --params-file " + str(path) + "\n"
+        + yaml.safe_dump(params, sort_keys=False),
+        encoding="utf-8",
+    )  # fmt: skip
+    return path
+
+
+def train(
+    config: TrainConfig, resume: bool | str | None = None, callbacks: Sequence[Any] = ()
+) -> TrainResult:
+    """Run GRPO training as configured; ``resume`` True continues from the latest checkpoint."""
+    checkpoint = _resume_from(config, resume)
+    output_dir = Path(config.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    start = run_warm_start(config) if config.warm_start.steps else resolve_policy(config.model)
+    trainer = build_trainer(config, callbacks, start)
+    (output_dir / CONFIG_COPY).write_text(
+        json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
+    )
+    if checkpoint:
+        logger.info("resuming from %s", checkpoint)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    final, merged = save_final(trainer, config)
+    result = TrainResult(
+        output_dir=output_dir,
+        final_dir=final,
+        merged_dir=merged,
+        base_model=start,
+        global_step=trainer.state.global_step,
+        log_history=list(trainer.state.log_history),
+    )
+    trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
+    write_node_params(result)
+    return result
+
+
+def _config_record(config: TrainConfig) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    record = asdict(config)
+    record["grpo"] = dict(config.grpo)
+    return record
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``embodied-r train``."""
+    parser = subparsers.add_parser(
+        "train",
+        help="GRPO training of the reasoning LM (TRL) on a data set from `embodied-r prepare`",
+        description=(
+            "Train the reasoning LM with GRPO and the paper's staged format/accuracy/consistency rewards. "
+            "Configs live in training/configs/ (embodied_r.yaml: the paper's settings; cpu_smoke.yaml: a "
+            "few CPU steps of the tiny model). Multi-GPU: accelerate launch --config_file "
+            "training/configs/accelerate_zero3.yaml -m embodied_r_training.train --config ..."
+        ),
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run_train_command)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, type=Path, help="training YAML (training/configs/*.yaml)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config value, e.g. --set grpo.max_steps=2 --set output_dir=out/x (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+        help="continue from the latest checkpoint in output_dir (or the given checkpoint-N directory)",
+    )  # fmt: skip
+
+
+def run_train_command(args: argparse.Namespace) -> int:
+    """The ``train`` subcommand; returns the exit status."""
+    config = load_train_config(args.config, args.overrides)
+    result = train(config, resume=args.resume)
+    params = result.node_params
+    print(f"trained {result.global_step} steps; final model in {result.final_dir}")
+    print(f"load it in the node: embodied-r run --params-file {result.final_dir / NODE_PARAMS}")
+    print(
+        f"  (lm.model={params['model']}"
+        + (f", lm.adapter={params['adapter']})" if params["adapter"] else ")")
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m embodied_r_training.train`` (what ``accelerate launch -m`` runs on every GPU)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="embodied_r_training.train", description="GRPO training")
+    add_arguments(parser)
+    try:
+        return run_train_command(parser.parse_args(argv))
+    except ConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

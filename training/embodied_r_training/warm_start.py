@@ -1,0 +1,96 @@
+"""An optional supervised warm start before GRPO: teach the answer format, not the answers' reasoning.
+
+The paper starts GRPO from Qwen2.5-3B-Instruct, which already follows the ``<think>/<answer>`` format
+often enough for the format reward to vary within a group. A model that never produces the tags (a small
+or random model) gets the same reward for every completion, so every GRPO advantage is 0 and nothing
+is learned. A few supervised steps on completions of the form ``<think>{generic reasoning}</think>
+<answer>{solution}</answer>`` fix that (a "cold start", as in DeepSeek-R1). The reasoning text is a
+fixed template on purpose: the warm start must not teach spatial reasoning the RL is meant to find.
+
+Runs TRL's ``SFTTrainer`` on the prompt-completion form of the training split (loss on the completion
+only) and saves a full model to ``output_dir/warm_start``, which GRPO then starts from. Off by default
+(``warm_start.steps: 0``), as in the paper.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embodied_r_ros.config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+WARM_START_DIR = "warm_start"
+DONE_MARKER = "warm_start_done.json"
+THINK_TEMPLATE = "I check the key frames in order."
+
+
+@dataclass(frozen=True)
+class WarmStartSection:
+    """Supervised steps before GRPO (0 = none, as in the paper)."""
+
+    steps: int = 0
+    learning_rate: float = 1e-4
+    batch_size: int = 4
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1:
+            raise ConfigError(
+                f"warm_start needs steps >= 0, learning_rate > 0 and batch_size >= 1; got {self}"
+            )
+
+
+def target_completion(solution: Any) -> str:
+    """The supervised completion for a row: fixed reasoning, then the row's solution as the answer."""
+    return f"<think>{THINK_TEMPLATE}</think><answer>{solution}</answer>"
+
+
+def warm_start_rows(dataset: Any) -> Any:
+    """``dataset`` (prompt, solution, ...) as TRL prompt-completion rows (conversational)."""
+    return dataset.map(
+        lambda row: {"completion": [{"role": "assistant", "content": target_completion(row["solution"])}]},
+        remove_columns=[c for c in dataset.column_names if c not in ("prompt",)],
+    )
+
+
+def warm_start(
+    model: Any, tokenizer: Any, dataset: Any, section: WarmStartSection, out_dir: Path, seed: int, cpu: bool
+) -> Path:
+    """Run ``section.steps`` SFT steps of ``model`` on ``dataset`` and save it to ``out_dir``.
+
+    A finished warm start (``out_dir`` holds its marker) is not run again, so a resumed job skips it.
+    """
+    import json
+
+    from trl import SFTConfig, SFTTrainer
+
+    if (out_dir / DONE_MARKER).is_file():
+        logger.info("warm start already done: %s", out_dir)
+        return out_dir
+    args = SFTConfig(
+        output_dir=str(out_dir / "run"),
+        max_steps=section.steps,
+        learning_rate=section.learning_rate,
+        per_device_train_batch_size=section.batch_size,
+        lr_scheduler_type="constant",
+        logging_steps=max(1, section.steps // 10),
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        use_cpu=cpu,
+        bf16=False if cpu else None,
+        max_length=None,  # the data set's prompts were already checked against max_prompt_tokens
+    )
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=warm_start_rows(dataset), processing_class=tokenizer
+    )
+    logger.info("warm start: %d supervised steps on the answer format", section.steps)
+    trainer.train()
+    trainer.save_model(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    (out_dir / DONE_MARKER).write_text(json.dumps({"steps": section.steps, "loss": losses}) + "\n")
+    return out_dir
