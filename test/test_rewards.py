@@ -473,7 +473,9 @@ def test_trl_grpo_calculate_rewards_calls_our_functions(tiny_reference: Counting
     assert rewards[:, 1].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert rewards[:, 2].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert len(tiny_reference.calls) == calls_before + 1  # epoch 7: the staged total queried once
-    assert set(metrics) == {"reward/format", "reward/accuracy", "reward/consistency", "reward/total"}
+    assert set(metrics) == {"reward/format", "reward/accuracy", "reward/consistency", "reward/total"} | {
+        "weight/format", "weight/accuracy", "weight/consistency"
+    }
     # Epoch 7 weighs 0.1:0.7:0.2; the random tiny reference's agreement is unknown, so bounds for the
     # correct rows, exact values for the wrong ones (not queried).
     total = rewards[:, 3].tolist()
