@@ -20,7 +20,7 @@ BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg sr
 # Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
-.PHONY: all venv build demo test lint bench soak clean distclean
+.PHONY: all venv build demo test lint bench soak smoke-train clean distclean
 
 all: build
 
@@ -60,6 +60,18 @@ bench: build
 soak: build
 	mkdir -p out
 	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_node_soak.py --json out/bench_node_soak.json
+
+# The whole training path on the CPU with the tiny models: synth -> prepare -> warm start + GRPO -> eval.
+SMOKE := out/smoke
+smoke-train: build
+	$(RUN) export EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) && \
+		embodied-r tiny-models $(TINY_MODELS) && \
+		embodied-r synth --out $(SMOKE)/synth --scenes 3 --size 160x120 --duration 8 && \
+		embodied-r prepare $(SMOKE)/synth/questions.jsonl --out $(SMOKE)/data --vlm $(TINY_MODELS)/vlm \
+			--device cpu --max-new-tokens 8 --cache $(SMOKE)/cache && \
+		embodied-r train --config training/configs/cpu_smoke.yaml --resume && \
+		embodied-r eval $(SMOKE)/data --lm $(SMOKE)/train/final --device cpu --max-new-tokens 32 \
+			--train-log $(SMOKE)/train --out $(SMOKE)/eval
 
 clean:
 	rm -rf build install log
