@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from embodied_r_training.rewards import StagedReward
 from embodied_r_training.schedule import RewardSchedule
 from embodied_r_training.train import (
@@ -29,7 +30,8 @@ from embodied_r_ros.backends import load_backend
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
 from embodied_r_ros.cli import main
-from embodied_r_ros.config import ConfigError, ModelConfig, PipelineConfig
+from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.node_params import config_from_parameters
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.synthetic_clip import synthetic_clip
 
@@ -216,13 +218,16 @@ def test_lora_run_hands_an_adapter_to_the_core_pipeline(
     assert (result.final_dir / "adapter_config.json").is_file()
     assert result.node_params == {"model": str(warm_lm), "adapter": str(result.final_dir)}
 
-    # The node's LM parameters load base + adapter through the same code path as a real checkpoint.
+    # final/node_params.yaml, read as the node reads its parameters, loads base + adapter through the
+    # node's model loader (the same code path as a real checkpoint).
+    file = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
+    lm = file["/**/embodied_r"]["ros__parameters"]["lm"]
     common = dict(device="cpu", dtype="float32", max_new_tokens=12)
-    config = PipelineConfig(
-        vlm=ModelConfig(model=str(tiny_models_dir / "vlm"), **common),
-        lm=ModelConfig(**result.node_params, **common),
-    )
-    pipeline = EmbodiedR.from_config(config)
+    values = {f"lm.{k}": v for k, v in {**lm, **common}.items()}
+    values |= {f"vlm.{k}": v for k, v in {"model": str(tiny_models_dir / "vlm"), **common}.items()}
+    node_config = config_from_parameters(values)
+    assert (node_config.lm.model, node_config.lm.adapter) == (str(warm_lm), str(result.final_dir))
+    pipeline = EmbodiedR.from_config(node_config.pipeline())
     try:
         clip = synthetic_clip(seconds=6.0, fps=5.0, size=(160, 120))
         answer = pipeline.answer("Which way did I turn?", ["left", "right"], frames=clip.frames)

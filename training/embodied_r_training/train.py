@@ -124,13 +124,10 @@ def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
     return kept
 
 
-def load_policy(config: TrainConfig, path: Path | None = None) -> tuple[Any, Any, Path]:
-    """The policy model (``path``, default ``config.model``), its tokenizer and its directory; bf16
-    weights when ``grpo.bf16`` is set."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(config: TrainConfig, path: Path) -> Any:
+    """The policy's tokenizer (it must have a chat template: the prompts are chats)."""
+    from transformers import AutoTokenizer
 
-    path = path or resolve_policy(config.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not tokenizer.chat_template:
         raise ConfigError(
@@ -138,9 +135,16 @@ def load_policy(config: TrainConfig, path: Path | None = None) -> tuple[Any, Any
         )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(config: TrainConfig, path: Path) -> Any:
+    """The policy's weights from ``path``; bf16 when ``grpo.bf16`` is set, else float32."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     dtype = torch.bfloat16 if config.grpo.get("bf16") else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    return model, tokenizer, path
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -268,9 +272,12 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     from .rewards import ConsistencyConfig, ConsistencyReward, StagedReward
 
     args = grpo_arguments(config)
-    model, tokenizer, _ = load_policy(config, start)
+    start = start or resolve_policy(config.model)
+    # Data first: a data-set problem fails before minutes of model loading.
+    tokenizer = load_tokenizer(config, start)
     train_dataset = load_split(config, config.data.train_split, tokenizer)
     eval_dataset = load_split(config, config.data.eval_split, tokenizer) if config.data.eval_split else None
+    model = load_model(config, start)
     reference = build_reference(config)
     consistency = None
     if reference is not None:
@@ -341,8 +348,10 @@ def run_warm_start(config: TrainConfig) -> Path:
     """The supervised warm start (:mod:`.warm_start`) into ``output_dir/warm_start``; returns that dir."""
     from .warm_start import WARM_START_DIR, warm_start
 
-    model, tokenizer, _ = load_policy(config)
+    path = resolve_policy(config.model)
+    tokenizer = load_tokenizer(config, path)
     dataset = load_split(config, config.data.train_split, tokenizer)
+    model = load_model(config, path)
     out = Path(config.output_dir) / WARM_START_DIR
     cpu = bool(config.grpo.get("use_cpu"))
     return warm_start(model, tokenizer, dataset, config.warm_start, out, config.seed, cpu)
