@@ -395,8 +395,9 @@ def train(
         global_step=trainer.state.global_step,
         log_history=list(trainer.state.log_history),
     )
-    trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
-    write_node_params(result)
+    if trainer.accelerator.is_main_process:  # one writer when accelerate runs a process per GPU
+        trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
+        write_node_params(result)
     return result
 
 
