@@ -13,6 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 from embodied_r_training.bag_reader import BagReader, BagReadError, BagTopics
 from embodied_r_training.description_cache import DescriptionCache
@@ -112,29 +113,87 @@ def test_rerun_hits_the_cache_and_calls_no_vlm(worlds, prepared, tiny_models_dir
 
 
 def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -> None:
-    """All frames of the window read with plain rosbags, the node's key-frame rule and prompt builder."""
-    out, cache_dir = prepared
-    record = _records(out)[0]
-    contents = read_bag(Path(record["bag"]))
-    poses = PoseHistory()
-    for _, message in contents.messages["/odom"]:
-        poses.add(stamp_ns(message), odom_pose(message))
-    frames = [
-        Frame(decode_image(m), stamp_ns(m), poses.pose_at(stamp_ns(m)))
-        for _, m in contents.messages[IMAGE_TOPIC]
-        if record["start_ns"] <= stamp_ns(m) <= record["end_ns"]
-    ]
-    keyframes = select_keyframes(frames)
-    assert [k.frame.stamp_ns for k in keyframes] == record["keyframe_stamps_ns"]
+    """All frames of each window read with plain rosbags, the node's key-frame rule and prompt builder."""
     from embodied_r_training.description_cache import cache_key
 
-    key = cache_key(record["vlm"], [k.frame for k in keyframes], record["question"], record["options"])
-    replies = DescriptionCache(cache_dir).get(key)
-    assert replies is not None and len(replies) == len(keyframes)
-    messages = reasoning_messages(
-        parse_descriptions(keyframes, replies), record["question"], record["options"]
-    )
-    assert [{"role": m.role, "content": m.joined_text} for m in messages] == record["prompt"]
+    out, cache_dir = prepared
+    records = _records(out)
+    assert any(r["start_ns"] > min(q["start_ns"] for q in records) for r in records)  # not only whole bags
+    for bag in sorted({r["bag"] for r in records}):
+        contents = read_bag(Path(bag))
+        poses = PoseHistory()
+        for _, message in contents.messages["/odom"]:
+            poses.add(stamp_ns(message), odom_pose(message))
+        every = [
+            Frame(decode_image(m), stamp_ns(m), poses.pose_at(stamp_ns(m)))
+            for _, m in contents.messages[IMAGE_TOPIC]
+        ]
+        for record in (r for r in records if r["bag"] == bag):
+            frames = [f for f in every if record["start_ns"] <= f.stamp_ns <= record["end_ns"]]
+            keyframes = select_keyframes(frames)
+            assert [k.frame.stamp_ns for k in keyframes] == record["keyframe_stamps_ns"], record["id"]
+            generation = {"max_new_tokens": 4, "temperature": 0.0, "adapter": ""}  # as _prepare runs it
+            key = cache_key(
+                record["vlm"], [k.frame for k in keyframes], record["question"], record["options"], generation
+            )
+            replies = DescriptionCache(cache_dir).get(key)
+            assert replies is not None and len(replies) == len(keyframes)
+            messages = reasoning_messages(
+                parse_descriptions(keyframes, replies), record["question"], record["options"]
+            )
+            assert [{"role": m.role, "content": m.joined_text} for m in messages] == record["prompt"]
+
+
+def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_dir, tmp_path) -> None:
+    """A reply cut at 4 new tokens is not reused for a run that asks for 5 (the same settings hit)."""
+    _, cache = prepared
+    two = worlds["mcap"].parent / "two_questions.jsonl"  # bags are relative to the questions file
+    write_questions(two, read_questions(worlds["mcap"])[:2])
+    same = tmp_path / "same"
+    assert _prepare([two], same, cache, tiny_models_dir / "vlm") == 0
+    assert json.loads((same / "summary.json").read_text())["cache_hits"] == 2
+    longer = tmp_path / "longer"
+    assert _prepare([two], longer, cache, tiny_models_dir / "vlm", "--max-new-tokens", "5") == 0  # last wins
+    summary = json.loads((longer / "summary.json").read_text())
+    assert summary["cache_hits"] == 0 and summary["vlm_calls"] >= 1 and summary["records"] == 2
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_one_pass_over_many_windows_gives_each_windows_key_frames(worlds, monkeypatch, indexed) -> None:
+    """bag_keyframes (one read, shared features, threads) == select_keyframes on each window's frames,
+    reading by the bag's index (only the candidates) and without it (every image message, in order)."""
+    from embodied_r_training.prepare import bag_keyframes
+
+    from embodied_r_ros.config import KeyFrameConfig
+
+    question = read_questions(worlds["mcap"])[0]
+    bag = worlds["mcap"].parent / question.bag
+    contents = read_bag(bag)
+    every = [Frame(decode_image(m), stamp_ns(m)) for _, m in contents.messages[IMAGE_TOPIC]]
+    stamps = [f.stamp_ns for f in every]
+    first, last = stamps[0], stamps[-1]
+    between = (stamps[3] + stamps[4]) // 2  # a window edge between two frames
+    windows = [
+        (first, last), (stamps[7], last), (between, stamps[40]), (first, last), (stamps[12], stamps[12]),
+        (between, between + 1), (last + 10**9, last + 2 * 10**9), (stamps[20], stamps[-2]),
+    ]  # fmt: skip
+    config = KeyFrameConfig(min_keyframes=2)
+    if not indexed:
+        monkeypatch.setattr(BagReader, "_indexed_stamps", lambda self: None)
+    with BagReader(bag, BagTopics(odometry="")) as reader:
+        found = bag_keyframes(reader, windows, config, workers=2)
+    for (start, end), keyframes in zip(windows, found, strict=True):
+        frames = [f for f in every if start <= f.stamp_ns <= end]
+        if not frames:
+            assert isinstance(keyframes, BagReadError), (start, end)
+            continue
+        expected = select_keyframes(frames, config)
+        assert [(k.frame.stamp_ns, k.index, k.reason) for k in keyframes] == [
+            (k.frame.stamp_ns, k.index, k.reason) for k in expected
+        ]
+        pairs = zip(keyframes, expected, strict=True)
+        assert all(np.array_equal(k.frame.image, e.frame.image) for k, e in pairs)
+    assert "outside" in str(found[6]) and "holds no frames" in str(found[5])
 
 
 def test_mcap_and_sqlite3_bags_give_the_same_dataset(worlds, prepared, tiny_models_dir, tmp_path) -> None:

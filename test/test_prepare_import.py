@@ -43,6 +43,7 @@ def test_vsibench_layout_imports_to_bags_and_prepares(tmp_path: Path, tiny_model
         }
     )
     table.to_parquet(root / "test-00000-of-00001.parquet")
+    table.iloc[1:3].to_parquet(root / "test_debiased.parquet")  # a subset of the same rows (same ids)
     out = tmp_path / "bags"
     assert main(["import-video", str(root), "--layout", "vsibench", "--out", str(out), "--no-progress"]) == 1
     questions = read_questions(out / "questions.jsonl")
@@ -73,21 +74,30 @@ def test_vsibench_layout_imports_to_bags_and_prepares(tmp_path: Path, tiny_model
 
 
 def test_urbanvideo_layout_parses_choices_from_the_question(tmp_path: Path) -> None:
+    """MCQ.parquet as EmbodiedCity/UrbanVideo-Bench has it: video_id is the file name in videos/."""
     root = tmp_path / "urban"
     _write_video(root / "videos" / "flight_7.mp4", seed=3)
+    _write_video(root / "videos" / "flight_8.mp4", seed=4)
     pd.DataFrame(
         {
-            "video_id": ["flight_7"],
-            "question_category": ["Landmark Position"],
-            "question": ["Where is the tower?\nA. ahead\nB. to the left\nC. behind"],
-            "answer": ["B"],
+            "Question_id": [0, 1],
+            "video_id": ["flight_7.mp4", "flight_8"],
+            "question_category": ["Landmark Position", "Counterfactual"],
+            "question": [
+                "Where is the tower?\nA. ahead\nB. to the left\nC. behind",
+                "Can I still reach the roof if I turn left? A.  Yes, by the stairs B. No C. Only by flying",
+            ],
+            "answer": ["B", "C."],
         }
     ).to_parquet(root / "MCQ.parquet")
     out = tmp_path / "bags"
     assert (
         main(["import-video", str(root), "--layout", "urbanvideo", "--out", str(out), "--no-progress"]) == 0
     )
-    (question,) = read_questions(out / "questions.jsonl")
-    assert question.question == "Where is the tower?"
-    assert question.options == ("ahead", "to the left", "behind") and question.answer == "B"
-    assert question.bag == "flight_7/bag" and question.end_ns > question.start_ns
+    first, second = read_questions(out / "questions.jsonl")
+    assert first.question == "Where is the tower?"
+    assert first.options == ("ahead", "to the left", "behind") and first.answer == "B"
+    assert first.bag == "flight_7/bag" and first.end_ns > first.start_ns
+    assert second.question == "Can I still reach the roof if I turn left?"
+    assert second.options == ("Yes, by the stairs", "No", "Only by flying") and second.answer == "C"
+    assert second.bag == "flight_8/bag" and second.task == "Counterfactual"

@@ -1,9 +1,12 @@
-"""Frames of a time window of a recorded rosbag2 (mcap or sqlite3), with poses from odometry.
+"""Frames of time windows of a recorded rosbag2 (mcap or sqlite3), with poses from odometry.
 
-The data-set builder asks for the frames of each question's window. Only the frames key-frame selection
-can use are decoded: the 1 fps candidate grid and the window's last frame
-(:func:`embodied_r_ros.keyframes.candidate_indices`), so ``select_keyframes`` on them gives the same key
-frames as on every frame of the window, at a fraction of the decoding cost. Windows are in bag time (the
+The data-set builder asks for the frames of all question windows of a bag at once (:meth:`BagReader.scan`).
+Only the frames key-frame selection can use are read and decoded: the 1 fps candidate grid and the
+window's last frame (:func:`embodied_r_ros.keyframes.candidate_indices`), so ``select_keyframes`` on them
+gives the same key frames as on every frame of the window. The image stamps come from the bag's index
+(mcap message indexes, the sqlite3 stamps column), so a raw-image bag is not read in full; in mcap files
+with uncompressed chunks each wanted message (and each odometry message) is read as one record, not as
+its whole chunk. Bags without a usable index are read once, in order. Windows are in bag time (the
 time each message was recorded; the synthetic bags stamp headers with the same time). Images go through
 :mod:`embodied_r_ros.image_conversion` and poses through :class:`embodied_r_ros.pose_history.PoseHistory`,
 the code the node uses, so a bag gives the frames the robot would have seen.
@@ -13,16 +16,19 @@ from __future__ import annotations
 
 import bisect
 import logging
+import sqlite3
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Callable, Iterator, Sequence
 
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
 
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.image_conversion import ImageConversionError, message_to_rgb
-from embodied_r_ros.keyframes import candidate_indices
+from embodied_r_ros.keyframes import candidate_indices, candidate_period_ns
 from embodied_r_ros.pose_history import PoseHistory
 
 logger = logging.getLogger(__name__)
@@ -43,6 +49,15 @@ class BagTopics:
     odometry: str = "/odom"
 
 
+@dataclass
+class _WindowScan:
+    """A window being read by :meth:`BagReader.scan`: its candidate grid and its newest unsent frame."""
+
+    t0: int | None = None
+    next_ns: int = 0
+    last: tuple[int, bytes] | None = None
+
+
 class BagReader:
     """One open bag; :meth:`window` gives the candidate frames of a time window (use as a context)."""
 
@@ -58,10 +73,10 @@ class BagReader:
             self._reader.open()
         except Exception as exc:  # rosbags raises several types for broken files
             raise BagReadError(f"bag {self.path} cannot be opened: {exc}") from exc
-        self._decoded: dict[int, Frame] = {}
-        self._stamps: list[int] | None = None
+        self._offsets: dict[int, int] = {}  # image stamp -> record offset (mcap, uncompressed chunks)
         try:
             self._image = self._image_connection()
+            self._direct = self._mcap_direct()
             self._poses = self._read_poses()
         except BagReadError:
             self.close()
@@ -87,6 +102,11 @@ class BagReader:
     def storage(self) -> str:
         """ "mcap" or "sqlite3"."""
         return "mcap" if any(self.path.glob("*.mcap")) else "sqlite3"
+
+    @property
+    def image_messages(self) -> int:
+        """Number of messages on the image topic."""
+        return int(self._image.msgcount)
 
     @property
     def start_ns(self) -> int:
@@ -119,6 +139,21 @@ class BagReader:
             )
         return images[0]
 
+    def _mcap_direct(self) -> _McapDirect | None:
+        """Index access for a single-file, chunked mcap bag (see :class:`_McapDirect`), else None."""
+        outer = getattr(self._reader, "storage", None)  # rosbags: the directory reader and its files' readers
+        storages = getattr(outer, "storages", None) or []
+        if len(storages) != 1 or not getattr(storages[0], "chunks", None) or self.storage != "mcap":
+            return None
+        return _McapDirect(storages[0])
+
+    def _channel_id(self, topic: str) -> int | None:
+        """The storage file's id of ``topic`` (rosbags may renumber connections across files)."""
+        outer = getattr(self._reader, "storage", None)
+        storages = getattr(outer, "storages", None) or []
+        found = [c.id for s in storages[:1] for c in s.connections if c.topic == topic]
+        return found[0] if len(found) == 1 else None
+
     def _read_poses(self) -> PoseHistory | None:
         if not self.topics.odometry:
             return None
@@ -132,50 +167,218 @@ class BagReader:
             )
             return None
         history = PoseHistory(capacity=max(2, sum(c.msgcount for c in found) + 1))
-        for connection, _, raw in self._reader.messages(connections=found):
+        for connection, _, raw in self._odometry_messages(found):
             message = self._store.deserialize_cdr(raw, connection.msgtype)
             stamp = int(message.header.stamp.sec) * 1_000_000_000 + int(message.header.stamp.nanosec)
             p, q = message.pose.pose.position, message.pose.pose.orientation
             history.add(stamp, Pose((p.x, p.y, p.z), (q.x, q.y, q.z, q.w)))
         return history
 
+    def _odometry_messages(self, found: list[Any]) -> Iterator[tuple[Any, int, bytes]]:
+        """The odometry messages in time order: record by record where the index allows (see _McapDirect)."""
+        channel = self._channel_id(self.topics.odometry) if len(found) == 1 else None
+        entries = None
+        if self._direct is not None and self._direct.readable and channel is not None:
+            entries = self._direct.entries(channel)
+        if entries is None or len(entries) != found[0].msgcount:
+            yield from self._reader.messages(connections=found)
+            return
+        for stamp, offset in entries:
+            yield found[0], stamp, self._direct.read(offset)
+
     def window(self, start_ns: int, end_ns: int) -> list[Frame]:
         """The candidate frames (1 fps grid and the last frame) recorded in [start_ns, end_ns], with poses.
 
         Raises :class:`BagReadError` when the window lies outside the bag, holds no frames, or a message
-        in it cannot be read or decoded.
+        in it cannot be read or decoded. For several windows of one bag use :meth:`scan` (one pass).
         """
-        if end_ns < self.start_ns or start_ns > self.end_ns:
-            raise BagReadError(
-                f"window [{start_ns}, {end_ns}] ns lies outside bag {self.path} "
-                f"([{self.start_ns}, {self.end_ns}] ns)"
-            )
+        frames: list[Frame] = []
+        error = self.scan([(start_ns, end_ns)], lambda _, frame: frames.append(frame))[0]
+        if error is not None:
+            raise error
+        return frames
+
+    def scan(
+        self,
+        windows: Sequence[tuple[int, int]],
+        on_frame: Callable[[int, Frame], None],
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> list[BagReadError | None]:
+        """Hand each window its candidate frames, in stamp order, as they are read (one pass over the bag).
+
+        ``on_frame(i, frame)`` gets the candidates of ``windows[i]`` (``(start_ns, end_ns)``, inclusive):
+        the 1 fps grid from the window's first frame and the window's last frame
+        (:func:`~embodied_r_ros.keyframes.candidate_indices`). A frame shared by windows is read and decoded
+        once. When the bag's index gives the image stamps (mcap with chunk indexes, sqlite3), only the
+        candidates are read at all; otherwise the image messages are read once, in order, up to the last
+        window's end. ``on_progress(done, total)`` follows the image messages read. Returns per window
+        None, or the :class:`BagReadError` that ended it (outside the bag, no frames, a message that cannot
+        be decoded, a corrupt bag); the other windows go on.
+        """
+        errors: list[BagReadError | None] = [None] * len(windows)
+        for i, (start, end) in enumerate(windows):
+            if end < self.start_ns or start > self.end_ns or end < start:
+                errors[i] = BagReadError(
+                    f"window [{start}, {end}] ns lies outside bag {self.path} "
+                    f"([{self.start_ns}, {self.end_ns}] ns)"
+                )
         try:
-            # rosbags' start/stop reads are several times slower than a plain pass, and holding every raw
-            # image of a window costs more than reading twice: the stamps are read once per bag, then
-            # one pass per window keeps just the candidates not decoded yet.
-            if self._stamps is None:
-                self._stamps = sorted(s for _, s, _ in self._reader.messages(connections=[self._image]))
-            lo = bisect.bisect_left(self._stamps, start_ns)
-            stamps = self._stamps[lo : bisect.bisect_right(self._stamps, end_ns)]
-            if not stamps:
-                raise BagReadError(f"window [{start_ns}, {end_ns}] ns of bag {self.path} holds no frames")
-            wanted = [stamps[i] for i in candidate_indices(stamps, self.candidate_fps)]
-            missing = set(wanted) - self._decoded.keys()
-            if missing:
-                for _, stamp, raw in self._reader.messages(connections=[self._image]):
-                    if stamp in missing:
-                        self._frame(stamp, raw)
-        except BagReadError:
-            raise
-        except Exception as exc:
+            stamps = self._indexed_stamps()
+        except Exception as exc:  # a damaged index: fall back to reading the messages
+            logger.debug("bag %s: no usable index (%s); reading every image message", self.path, exc)
+            stamps = None
+        if stamps is None:
+            return self._scan_all(windows, errors, on_frame, on_progress)
+        return self._scan_indexed(windows, errors, stamps, on_frame, on_progress)
+
+    def _indexed_stamps(self) -> list[int] | None:
+        """The image messages' recorded stamps from the bag's index (sorted), or None when it has none."""
+        self._offsets = {}
+        channel = self._channel_id(self._image.topic)
+        if channel is None:
+            return None
+        if self._direct is not None:
+            entries = self._direct.entries(channel)
+            stamps = None if entries is None else [t for t, _ in entries]
+            if entries is not None and self._direct.readable:
+                for stamp, offset in reversed(entries):  # the first message of a stamp wins
+                    self._offsets[stamp] = offset
+        elif self.storage == "sqlite3":
+            outer = getattr(self._reader, "storage", None)
+            stamps = _sqlite_stamps(Path(outer.storages[0].path), self._image.topic)  # type: ignore[union-attr]
+        else:
+            return None
+        if stamps is None or len(stamps) != self.image_messages:
+            self._offsets = {}
+            return None  # an index that does not account for every message is not trusted
+        return sorted(stamps)
+
+    def _scan_indexed(
+        self,
+        windows: Sequence[tuple[int, int]],
+        errors: list[BagReadError | None],
+        stamps: list[int],
+        on_frame: Callable[[int, Frame], None],
+        on_progress: Callable[[int, int], None] | None,
+    ) -> list[BagReadError | None]:
+        wanted: dict[int, list[int]] = {}  # stamp -> windows it is a candidate of
+        for w, (start, end) in enumerate(windows):
+            if errors[w] is not None:
+                continue
+            inside = stamps[bisect.bisect_left(stamps, start) : bisect.bisect_right(stamps, end)]
+            if not inside:
+                errors[w] = BagReadError(f"window [{start}, {end}] ns of bag {self.path} holds no frames")
+                continue
+            for i in candidate_indices(inside, self.candidate_fps):
+                wanted.setdefault(inside[i], []).append(w)
+        for done, stamp in enumerate(sorted(wanted)):
+            if on_progress is not None:
+                on_progress(done, len(wanted))
+            users = [w for w in wanted[stamp] if errors[w] is None]
+            if not users:
+                continue
+            try:
+                frame = self._frame(stamp, self._raw_at(stamp))
+            except BagReadError as exc:
+                for w in users:
+                    errors[w] = exc
+                continue
+            for w in users:
+                on_frame(w, frame)
+        if on_progress is not None:
+            on_progress(len(wanted), len(wanted))
+        return errors
+
+    def _raw_at(self, stamp: int) -> bytes:
+        """The raw image message recorded at ``stamp`` (reads only that record, chunk or row)."""
+        try:
+            offset = self._offsets.get(stamp)
+            if offset is not None and self._direct is not None:
+                return self._direct.read(offset)
+            for _, _, raw in self._reader.messages(connections=[self._image], start=stamp, stop=stamp + 1):
+                return raw
+        except BagReadError as exc:
             raise BagReadError(f"bag {self.path} is corrupt or truncated: {exc}") from exc
-        return [self._decoded[stamp] for stamp in wanted]
+        except Exception as exc:  # rosbags raises several types for broken files
+            raise BagReadError(f"bag {self.path} is corrupt or truncated: {exc}") from exc
+        raise BagReadError(f"bag {self.path} has no image at {stamp} ns although its index lists one")
+
+    def _scan_all(
+        self,
+        windows: Sequence[tuple[int, int]],
+        errors: list[BagReadError | None],
+        on_frame: Callable[[int, Frame], None],
+        on_progress: Callable[[int, int], None] | None,
+    ) -> list[BagReadError | None]:
+        """:meth:`scan` by reading the image messages in order (the last frame is known one frame late)."""
+        period = candidate_period_ns(self.candidate_fps)
+        total = self.image_messages
+        read = 0
+        pending = sorted((w for w in range(len(windows)) if errors[w] is None), key=lambda w: windows[w][0])
+        pending.reverse()  # pop() gives the window that starts next
+        active: dict[int, _WindowScan] = {}
+        decoded: dict[int, Frame] = {}  # frames handed out in this pass, by stamp (shared by windows)
+
+        def frame_at(stamp: int, raw: bytes) -> Frame:
+            frame = decoded.get(stamp)
+            if frame is None:
+                frame = decoded[stamp] = self._frame(stamp, raw)
+            return frame
+
+        def deliver(w: int, stamp: int, raw: bytes) -> None:
+            try:
+                on_frame(w, frame_at(stamp, raw))
+            except BagReadError as exc:
+                errors[w] = exc
+                active.pop(w, None)
+
+        def finish(w: int) -> None:
+            state = active.pop(w)
+            if state.last is not None:
+                deliver(w, *state.last)
+            if errors[w] is None and state.t0 is None:
+                start, end = windows[w]
+                errors[w] = BagReadError(f"window [{start}, {end}] ns of bag {self.path} holds no frames")
+
+        try:
+            for _, stamp, raw in self._reader.messages(connections=[self._image]):
+                if on_progress is not None:
+                    on_progress(read, total)
+                read += 1
+                for w in [w for w, state in active.items() if stamp > windows[w][1]]:
+                    finish(w)
+                while pending and windows[pending[-1]][0] <= stamp:
+                    w = pending.pop()
+                    if stamp <= windows[w][1]:
+                        active[w] = _WindowScan()
+                    else:  # the window fell between two frames
+                        active[w] = _WindowScan()
+                        finish(w)
+                if not active and not pending:
+                    break
+                for w in list(active):
+                    state = active[w]
+                    if state.t0 is None:
+                        state.t0, state.next_ns = stamp, stamp + period
+                    elif stamp >= state.next_ns:
+                        state.next_ns = state.t0 + ((stamp - state.t0) // period + 1) * period
+                    else:
+                        state.last = (stamp, raw)  # handed out only if it turns out to be the last
+                        continue
+                    state.last = None
+                    deliver(w, stamp, raw)
+            for w in list(active):
+                finish(w)
+            for w in pending:
+                start, end = windows[w]
+                errors[w] = BagReadError(f"window [{start}, {end}] ns of bag {self.path} holds no frames")
+        except Exception as exc:  # rosbags raises several types for broken files
+            error = BagReadError(f"bag {self.path} is corrupt or truncated: {exc}")
+            for w in [*active, *pending]:
+                errors[w] = error
+        return errors
 
     def _frame(self, stamp: int, raw: bytes) -> Frame:
-        cached = self._decoded.get(stamp)
-        if cached is not None:
-            return cached
         try:
             message = self._store.deserialize_cdr(raw, self._image.msgtype)
             image = message_to_rgb(message)
@@ -184,9 +387,7 @@ class BagReader:
         except Exception as exc:
             raise BagReadError(f"message at {stamp} ns in bag {self.path} is corrupt: {exc}") from exc
         pose = self._poses.pose_at(stamp) if self._poses is not None else None
-        frame = Frame(image, stamp, pose)
-        self._decoded[stamp] = frame
-        return frame
+        return Frame(image, stamp, pose)
 
     def close(self) -> None:
         """Close the bag's files."""
@@ -194,3 +395,61 @@ class BagReader:
             self._reader.close()
         except Exception:  # closing a half-opened reader must not hide the original error
             pass
+
+
+class _McapDirect:
+    """Messages of a single-file mcap bag read through its message indexes, one record at a time.
+
+    rosbags reads whole chunks, and a chunk mixes topics: reading 300 small odometry messages of a raw-image
+    bag read all 277 MB of it. The message index records (mcap spec, opcode 0x07: u16 channel id, u32 byte
+    length, then (u64 log time, u64 offset) pairs) give each message's stamp and, in an uncompressed chunk,
+    its place in the file, so one seek reads just that message. Built from the chunk list rosbags' mcap
+    reader already parsed (``chunks``, ``bio``); ``readable`` is False when a chunk is compressed (then only
+    the stamps are used and rosbags reads the messages).
+    """
+
+    def __init__(self, storage: Any) -> None:
+        self.bio = storage.bio
+        self.chunks = list(storage.chunks)
+        self.readable = all(not chunk.compression for chunk in self.chunks)
+
+    def entries(self, channel_id: int) -> list[tuple[int, int]] | None:
+        """(log time, file offset of its record) of a channel's messages, by time; None if not indexed."""
+        found: list[tuple[int, int]] = []
+        for chunk in self.chunks:
+            offset = chunk.message_index_offsets.get(channel_id)
+            if offset is None:
+                continue
+            self.bio.seek(offset)
+            opcode, length = struct.unpack("<BQ", self.bio.read(9))
+            record = self.bio.read(length)
+            channel, size = struct.unpack_from("<HI", record, 0)
+            if opcode != 0x07 or channel != channel_id or 6 + size > len(record) or size % 16:
+                return None
+            # Records of a chunk start after its header: 9 + 40 bytes and the compression name.
+            records = chunk.chunk_start_offset + 9 + 40 + len(chunk.compression)
+            found.extend((t, records + o) for t, o in struct.iter_unpack("<QQ", record[6 : 6 + size]))
+        found.sort()
+        return found
+
+    def read(self, offset: int) -> bytes:
+        """The serialized message of the message record at ``offset`` (uncompressed chunks only)."""
+        self.bio.seek(offset)
+        opcode, length = struct.unpack("<BQ", self.bio.read(9))
+        if opcode != 0x05 or length < 22:
+            raise BagReadError(f"no message record at offset {offset} (opcode {opcode:#x})")
+        data = self.bio.read(length)[22:]  # channel id, sequence, log time, publish time, then the data
+        if len(data) != length - 22:
+            raise BagReadError(f"message record at offset {offset} is truncated")
+        return data
+
+
+def _sqlite_stamps(database: Path, topic: str) -> list[int] | None:
+    """Recorded stamps of a topic's messages in a rosbag2 sqlite3 file (the stamps column only)."""
+    if database.suffix != ".db3":
+        return None
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        rows = connection.execute(
+            "SELECT m.timestamp FROM messages m JOIN topics t ON m.topic_id = t.id WHERE t.name = ?", (topic,)
+        ).fetchall()
+    return [int(row[0]) for row in rows]

@@ -1,7 +1,8 @@
 """On-disk cache of VLM replies, so the expensive perception step runs once per question and key frames.
 
 An entry is keyed by (VLM model, the key frames' content hashes and poses, question, options,
-``prompts.PROMPT_VERSION``): change any of these and the entry is not reused. Each entry is one small
+``prompts.PROMPT_VERSION``, and the generation settings that change a reply: max_new_tokens, temperature,
+adapter): change any of these and the entry is not reused. Each entry is one small
 JSON file (``DIR/ab/abcdef....json``) written to a temporary name and renamed, so a killed run leaves
 only complete entries; re-running reads them instead of calling the VLM. Plain files need no lock and
 several processes may share one cache directory.
@@ -14,9 +15,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from embodied_r_ros import prompts
+from embodied_r_ros.config import ModelConfig
 from embodied_r_ros.frames import Frame
 
 
@@ -27,10 +29,25 @@ def frame_hash(frame: Frame) -> str:
     return digest.hexdigest()
 
 
-def cache_key(model: str, frames: Sequence[Frame], question: str, options: Sequence[str]) -> str:
-    """The cache key of one question's VLM replies (hex SHA-256)."""
+def generation_settings(vlm: ModelConfig) -> dict[str, Any]:
+    """The VLM settings that change its replies, for :func:`cache_key` (not where or how it runs)."""
+    return {"max_new_tokens": vlm.max_new_tokens, "temperature": vlm.temperature, "adapter": vlm.adapter}
+
+
+def cache_key(
+    model: str,
+    frames: Sequence[Frame],
+    question: str,
+    options: Sequence[str],
+    generation: Mapping[str, Any] | None = None,
+) -> str:
+    """The cache key of one question's VLM replies (hex SHA-256).
+
+    ``generation``: the settings that change a reply (:func:`generation_settings`); a reply cut at 64 new
+    tokens must not be reused for a run that asks for 256.
+    """
     # Poses change the step prompts (odometry motion), so they belong to the key with the pixels.
-    payload = {
+    payload: dict[str, Any] = {
         "model": model,
         "frames": [frame_hash(f) for f in frames],
         "poses": [None if f.pose is None else [f.pose.position, f.pose.orientation] for f in frames],
@@ -38,6 +55,8 @@ def cache_key(model: str, frames: Sequence[Frame], question: str, options: Seque
         "options": list(options),
         "prompt_version": prompts.PROMPT_VERSION,
     }
+    if generation is not None:
+        payload["generation"] = dict(generation)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -8,12 +8,17 @@ as recorded robot data: ``embodied-r prepare OUT/questions.jsonl``. Each video b
 Layouts read (``--layout``):
 
 ``vsibench``
-    ``*.parquet`` tables in DIR with ``question``, ``options`` (list of "A. text", empty for numeric
-    questions), ``ground_truth`` (or ``answer``), ``question_type`` and ``scene_name``; the video is
-    ``DIR/<dataset>/<scene_name>.mp4`` (``dataset`` column) or any ``DIR/**/<scene_name>.mp4``.
+    The Hugging Face ``nyu-visionx/VSI-Bench`` layout: ``*.parquet`` tables in DIR with ``id``,
+    ``dataset``, ``scene_name``, ``question_type``, ``question``, ``options`` (list of "A. text", null for
+    numeric questions) and ``ground_truth`` (``answer`` and ``question_category`` are accepted too); the
+    video is ``DIR/<dataset>/<scene_name>.mp4`` (the unpacked ``arkitscenes.zip``, ``scannet.zip``,
+    ``scannetpp.zip``) or any ``DIR/**/<scene_name>.mp4``. A row ``id`` seen in an earlier table is skipped
+    (the repository also holds subsets of the same rows, e.g. ``test_debiased.parquet``).
 ``urbanvideo``
-    ``DIR/videos/*.mp4`` and a table ``DIR/*.parquet`` (or ``.csv``) with ``video_id``, ``question``
-    (choices inside the text, one "A. text" per line), ``answer`` (a letter) and ``question_category``.
+    The Hugging Face ``EmbodiedCity/UrbanVideo-Bench`` layout: ``DIR/MCQ.parquet`` (or any ``*.parquet`` /
+    ``.csv``) with ``Question_id``, ``video_id`` (the file name in ``DIR/videos/``, with or without
+    ``.mp4``), ``question_category``, ``question`` (the choices inside the text, "A. text" on their own
+    lines or inline) and ``answer`` (a letter).
 
 An unreadable video is reported by name; its questions are skipped, the rest is imported, and the command
 ends with status 1.
@@ -62,13 +67,45 @@ def _strip_letters(options: Any) -> tuple[str, ...]:
     return tuple((m.group(2) if (m := _OPTION.match(t)) else t.strip()) for t in texts)
 
 
+_INLINE_OPTION = re.compile(r"(?:^|\s)([A-H])[.)]\s+")
+
+
+def _split_choices(text: str) -> tuple[str, list[str]]:
+    """(question, choices) of a question whose text holds "A. text" choices, one per line or inline."""
+    lines = text.splitlines()
+    options = [m.group(2) for line in lines if (m := _OPTION.match(line))]
+    if options:
+        question = " ".join(line.strip() for line in lines if not _OPTION.match(line) and line.strip())
+        return question, options
+    # Inline: "Where is it? A. left B. right C. behind" -- letters must run A, B, C, ... to count.
+    marks = list(_INLINE_OPTION.finditer(text))
+    expected = [m for i, m in enumerate(marks) if m.group(1) == "ABCDEFGH"[i]] if marks else []
+    if len(expected) >= 2 and len(expected) == len(marks):
+        choices = [text[m.end() : (marks[i + 1].start() if i + 1 < len(marks) else len(text))].strip()
+                   for i, m in enumerate(marks)]  # fmt: skip
+        return " ".join(text[: marks[0].start()].split()), choices
+    return " ".join(text.split()), []
+
+
+def _answer_letter(answer: str) -> str:
+    """The letter of an answer given as "B", "B." or "B. text"."""
+    answer = answer.strip()
+    match = re.match(r"^([A-H])(?:[.):]|\s|$)", answer)
+    return match.group(1) if match else answer
+
+
 def read_vsibench(directory: Path) -> list[VideoQuestion]:
     """The questions of a VSI-Bench-like folder (see the module docstring)."""
     import pandas as pd
 
     rows = []
+    seen: set[str] = set()
     for table in sorted(directory.glob("*.parquet")):
         for record in pd.read_parquet(table).to_dict("records"):
+            if record.get("id") is not None:
+                if str(record["id"]) in seen:
+                    continue
+                seen.add(str(record["id"]))
             scene = str(record["scene_name"])
             video = directory / str(record.get("dataset", "")) / f"{scene}.mp4"
             if not video.exists():
@@ -78,7 +115,7 @@ def read_vsibench(directory: Path) -> list[VideoQuestion]:
                 VideoQuestion(
                     video,
                     scene,
-                    str(record["question_type"]),
+                    str(record.get("question_type", record.get("question_category"))),
                     str(record["question"]),
                     _strip_letters(record.get("options")),
                     str(answer),
@@ -97,9 +134,7 @@ def read_urbanvideo(directory: Path) -> list[VideoQuestion]:
         frame = pd.read_parquet(table) if table.suffix == ".parquet" else pd.read_csv(table)
         for record in frame.to_dict("records"):
             video_id = str(record["video_id"])
-            lines = str(record["question"]).splitlines()
-            options = [m.group(2) for line in lines if (m := _OPTION.match(line))]
-            question = " ".join(line.strip() for line in lines if not _OPTION.match(line) and line.strip())
+            question, options = _split_choices(str(record["question"]))
             video = directory / "videos" / (video_id if video_id.endswith(".mp4") else f"{video_id}.mp4")
             rows.append(
                 VideoQuestion(
@@ -108,7 +143,7 @@ def read_urbanvideo(directory: Path) -> list[VideoQuestion]:
                     str(record["question_category"]),
                     question,
                     tuple(options),
-                    str(record["answer"]).strip(),
+                    _answer_letter(str(record["answer"])),
                 )  # fmt: skip
             )
     return rows

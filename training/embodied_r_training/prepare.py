@@ -18,27 +18,40 @@ Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import queue
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
-from embodied_r_ros.keyframes import KeyFrame, select_keyframes
+from embodied_r_ros.frames import Frame
+from embodied_r_ros.keyframes import ClipKeyFrameSelector, KeyFrame, SharedFeatures
 
 from .bag_reader import BagReader, BagReadError, BagTopics
-from .description_cache import DescriptionCache, cache_key
+from .description_cache import DescriptionCache, cache_key, generation_settings
 from .questions import Question, read_questions
 from .splits import SPLITS, fold_scenes, split_scenes
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
+
+
+def default_workers() -> int:
+    """Threads for key-frame features and rules: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass
@@ -56,10 +69,13 @@ class PrepareConfig:
     folds: int = 0
     batch_size: int = 32  # VLM requests (key frames) per generate call; a kill loses at most one batch
     progress: bool = True
+    workers: int = field(default_factory=default_workers)  # threads for key-frame features and rules
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.folds == 1 or self.folds < 0:
             raise ConfigError(f"--folds must be 0 (off) or >= 2, got {self.folds}")
         if len(self.fractions) != 3 or min(self.fractions) < 0 or not sum(self.fractions) > 0:
@@ -119,10 +135,83 @@ def _window_ns(question: Question, reader: BagReader) -> tuple[int, int]:
     return reader.start_ns + round(question.start_s * 1e9), reader.start_ns + round(question.end_s * 1e9)
 
 
+@contextlib.contextmanager
+def _no_nested_threads() -> Iterator[None]:
+    """OpenCV and numpy's BLAS single-threaded inside: the key-frame work is parallel per frame already.
+
+    Their own thread pools on top of ours only oversubscribe the cores; with another process busy on one
+    core, a BLAS product waiting for its second thread took several times longer.
+    """
+    import cv2
+    from threadpoolctl import threadpool_limits
+
+    cv_threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        cv2.setNumThreads(cv_threads)
+
+
+def bag_keyframes(
+    reader: BagReader,
+    windows: Sequence[tuple[int, int]],
+    config: KeyFrameConfig,
+    workers: int = 1,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[list[KeyFrame] | BagReadError]:
+    """Key frames of each window of one bag (``select_keyframes`` on its frames), from ONE pass over the bag.
+
+    Equal windows are computed once; every candidate's ORB features, and each (candidate, reference)
+    overlap, are computed once for the bag (:class:`SharedFeatures`), since they do not depend on the
+    window. The work overlaps the reading: features on ``workers`` threads, and one thread per window
+    (up to ``workers`` at a time) judging candidates as they arrive. Returns per window its key frames or
+    the error that ended it.
+    """
+    distinct = sorted(set(windows))
+    index = {window: i for i, window in enumerate(distinct)}
+    queues: list[queue.Queue[Frame | None]] = [queue.Queue() for _ in distinct]
+    results: list[list[KeyFrame] | BagReadError] = []
+    with (
+        _no_nested_threads(),
+        SharedFeatures(config, workers) as shared,
+        ThreadPoolExecutor(workers, "keyframes") as pool,
+    ):
+
+        def judge(i: int) -> list[KeyFrame]:
+            selector = ClipKeyFrameSelector(config, shared)
+            for frame in iter(queues[i].get, None):
+                selector.add(frame)
+            return selector.keyframes()
+
+        def on_frame(i: int, frame: Frame) -> None:
+            shared.prefetch(frame)
+            queues[i].put(frame)
+
+        futures = [pool.submit(judge, i) for i in range(len(distinct))]
+        try:
+            errors = reader.scan(distinct, on_frame, on_progress)
+        finally:
+            for q in queues:
+                q.put(None)  # a judge always ends, also when the scan failed
+        for error, future in zip(errors, futures, strict=True):
+            try:
+                keyframes = future.result()
+            except Exception as exc:  # e.g. stamps going backwards in the bag: this window fails, not the run
+                error = error or BagReadError(f"bag {reader.path}: key frames failed: {exc}")
+            results.append(error if error is not None else keyframes)
+    return [results[index[window]] for window in windows]
+
+
 def iter_items(
     config: PrepareConfig, questions: Sequence[tuple[Question, Path]], failures: list[Failure]
 ) -> Iterator[Item]:
-    """Key frames and cache keys of every question, bag by bag; failed bags and windows go to ``failures``."""
+    """Key frames and cache keys of every question, bag by bag; failed bags and windows go to ``failures``.
+
+    Each bag is read once for all its questions (:func:`bag_keyframes`); progress: one bar over the
+    questions and one over the current bag's image messages.
+    """
     by_bag: dict[Path, list[Question]] = defaultdict(list)
     for question, bag in questions:
         by_bag[bag].append(question)
@@ -135,19 +224,35 @@ def iter_items(
                 failures.extend(Failure(q.id, str(exc)) for q in bag_questions)
                 bar.update(len(bag_questions))
                 continue
-            with reader:
-                for question in bag_questions:
-                    bar.update(1)
-                    try:
-                        frames = reader.window(*_window_ns(question, reader))
-                    except BagReadError as exc:
-                        failures.append(Failure(question.id, str(exc)))
-                        continue
-                    keyframes = select_keyframes(frames, config.keyframes)
-                    key = cache_key(
-                        config.vlm.model, [k.frame for k in keyframes], question.question, question.options
-                    )
-                    yield Item(question, bag, question.bag, keyframes, key)
+            with (
+                reader,
+                tqdm(
+                    desc=f"{bag.parent.name}: frames read",
+                    unit="frame",
+                    leave=False,
+                    disable=not config.progress,
+                ) as frames_bar,
+            ):
+
+                def progress(done: int, total: int) -> None:
+                    frames_bar.total = total
+                    frames_bar.update(done - frames_bar.n)
+
+                windows = [_window_ns(question, reader) for question in bag_questions]
+                found = bag_keyframes(reader, windows, config.keyframes, config.workers, progress)
+            for question, keyframes in zip(bag_questions, found, strict=True):
+                bar.update(1)
+                if isinstance(keyframes, BagReadError):
+                    failures.append(Failure(question.id, str(keyframes)))
+                    continue
+                key = cache_key(
+                    config.vlm.model,
+                    [k.frame for k in keyframes],
+                    question.question,
+                    question.options,
+                    generation_settings(config.vlm),
+                )
+                yield Item(question, bag, question.bag, keyframes, key)
     finally:
         bar.close()
 
@@ -357,6 +462,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--split", type=_fractions, default=(0.8, 0.1, 0.1), help="TRAIN,VAL,TEST fractions")
     parser.add_argument("--folds", type=int, default=0, help="add a fold column with K folds by scene")
     parser.add_argument("--batch-size", type=int, default=32, help="VLM requests per generate call")
+    parser.add_argument(
+        "--workers", type=int, default=default_workers(), help="threads for key frames (default: all cores)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_prepare_command)
     register_import(subparsers)
@@ -383,6 +491,7 @@ def run_prepare_command(args: argparse.Namespace) -> int:
         folds=args.folds,
         batch_size=args.batch_size,
         progress=not args.no_progress,
+        workers=args.workers,
     )
     result = run_prepare(config)
     summary = write_dataset(config.out, result)
