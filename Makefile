@@ -55,7 +55,8 @@ bench: build
 		python bench/bench_synth.py --json out/bench_synth.json && \
 		python bench/bench_node_ingest.py --qos reliable --json out/bench_node_ingest.json && \
 		python bench/bench_node_latency.py --json out/bench_node_latency.json && \
-		python bench/bench_prepare.py --json out/bench_prepare.json
+		python bench/bench_prepare.py --json out/bench_prepare.json && \
+		EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) python bench/bench_train.py --json out/bench_train.json
 # The 10-minute soak is separate: make soak
 soak: build
 	mkdir -p out

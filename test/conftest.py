@@ -42,15 +42,6 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path) -> Path:
     """A training data set built the way users build one: ``embodied-r synth`` (3 small scenes, mcap) then
     ``embodied-r prepare`` with the tiny VLM. Returns the data-set directory ({train,val,test}.parquet)."""
-    from embodied_r_ros.cli import main
+    from embodied_r_training.synthetic_dataset import build_synthetic_dataset
 
-    root = tmp_path_factory.mktemp("tiny_dataset")
-    synth = ["synth", "--out", str(root / "synth"), "--scenes", "3", "--size", "160x120", "--duration", "8"]
-    assert main(synth) == 0
-    prepare = [
-        "prepare", str(root / "synth" / "questions.jsonl"), "--out", str(root / "data"),
-        "--cache", str(root / "cache"), "--vlm", str(tiny_models_dir / "vlm"), "--device", "cpu",
-        "--max-new-tokens", "8", "--batch-size", "32", "--no-progress",
-    ]  # fmt: skip
-    assert main(prepare) == 0
-    return root / "data"
+    return build_synthetic_dataset(tmp_path_factory.mktemp("tiny_dataset"), tiny_models_dir / "vlm")
