@@ -283,3 +283,16 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
     )
     assert reference.calls == calls + 1 and len(scores) == 3
     assert scores[1] == pytest.approx(1 / 3)  # format only: wrong answers are never checked
+
+
+def test_cli_trains_from_the_shipped_smoke_config(warm_lm, tiny_dataset, tmp_path, capsys) -> None:
+    out = tmp_path / "cli"
+    args = ["train", "--config", str(CONFIGS / "cpu_smoke.yaml"), "--set", f"model={warm_lm}"]
+    args += ["--set", f"data.path={tiny_dataset}", "--set", f"output_dir={out}"]
+    args += ["--set", "warm_start.steps=0"]
+    assert main([*args, "--set", "grpo.max_steps=2"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().out
+    assert (out / "final" / NODE_PARAMS).is_file() and latest_checkpoint(out).name == "checkpoint-2"
+    # Asked again with --resume, it continues from checkpoint-2 to the new max_steps.
+    assert main([*args, "--set", "grpo.max_steps=3", "--resume"]) == 0
+    assert "trained 3 steps" in capsys.readouterr().out
