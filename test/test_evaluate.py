@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +24,7 @@ from embodied_r_training.evaluate import (
 from embodied_r_training.plots import load_log_history, plot_training_curves
 from embodied_r_training.rewards import ConsistencyReward
 from embodied_r_training.synth import SynthConfig, synthesize
+from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, read_bag, stamp_ns
 
 from embodied_r_ros.backends.base import ChatMessage
@@ -201,51 +200,25 @@ def test_missing_split_and_columns_are_named(dataset, tmp_path, capsys) -> None:
     assert "--system vlm needs --vlm" in capsys.readouterr().err
 
 
-class _FixedReplyServer(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint that always answers B, well formed; counts requests."""
-
-    reply = "<think>The lamp is on my right, so B.</think><answer>B</answer>"
-    received = 0
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received += 1
-        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": self.reply}}]}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+REPLY_B = "<think>The lamp is on my right, so B.</think><answer>B</answer>"
 
 
 def test_served_lm_is_scored_with_the_consistency_check(dataset, tmp_path) -> None:
     """--lm-backend openai: lengths in characters; the correct answers go to the reference (the same
     served LM), which reads the reasoning and agrees."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FixedReplyServer)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-        args = ["eval", str(dataset), "--lm", "served-3b", "--lm-backend", "openai", "--base-url", url]
+    with FixedReplyServer(REPLY_B) as server:
+        args = ["eval", str(dataset), "--lm", "served-3b", "--lm-backend", "openai", "--base-url", server.url]
         assert main([*args, "--out", str(tmp_path), "--no-progress"]) == 0
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     records = _records(dataset / "test.jsonl")
     metrics = _check_outputs(tmp_path, records)
     right = [r for r in records if r["options"] and r["solution"] == "B"]
     assert right, "the test split should hold a question whose answer is B"
     overall = metrics["overall"]
     assert overall["format_rate"] == 1.0 and overall["consistency_rate"] == 1.0
-    assert overall["consistency_checked"] == len(right) and _FixedReplyServer.received == len(records) + len(
-        right
-    )
+    assert overall["consistency_checked"] == len(right) and server.received == len(records) + len(right)
     assert overall["mc_accuracy"] == pytest.approx(len(right) / sum(1 for r in records if r["options"]))
     assert metrics["length_unit"] == "characters"
-    assert overall["mean_length"] == len(_FixedReplyServer.reply)
+    assert overall["mean_length"] == len(REPLY_B)
 
 
 class _ScriptedReference:

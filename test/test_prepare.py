@@ -8,9 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from embodied_r_training.description_cache import DescriptionCache
 from embodied_r_training.questions import read_questions, write_questions
 from embodied_r_training.splits import fold_scenes, split_scenes
 from embodied_r_training.synth import SynthConfig, synthesize
+from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.cli import main
@@ -300,50 +299,14 @@ def test_compressed_bag_gives_the_frames_of_the_raw_bag(worlds, tmp_path) -> Non
         assert x.pose == y.pose and x.pose is not None
 
 
-class _FakeVLM(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat server with a fixed reply; counts requests and how many overlap."""
-
-    lock = threading.Lock()
-    in_flight = 0
-    most_in_flight = 0
-    received = 0
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers["Content-Length"]))
-        cls = type(self)
-        with cls.lock:
-            cls.in_flight += 1
-            cls.received += 1
-            cls.most_in_flight = max(cls.most_in_flight, cls.in_flight)
-        time.sleep(0.05)  # long enough for concurrent requests to overlap
-        with cls.lock:
-            cls.in_flight -= 1
-        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A red chair."}}]}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 def test_openai_server_gets_several_requests_in_flight(worlds, tmp_path) -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeVLM)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    with FixedReplyServer("A red chair.", delay_s=0.05) as server:
         args = ["prepare", str(worlds["mcap"]), "--out", str(tmp_path / "ds"), "--cache", str(tmp_path / "c")]
-        args += ["--vlm", "served-72b", "--vlm-backend", "openai", "--base-url", url, "--concurrency", "4"]
+        args += ["--vlm", "served-72b", "--vlm-backend", "openai", "--base-url", server.url]
+        args += ["--concurrency", "4"]
         assert main([*args, "--batch-size", "64", "--no-progress"]) == 0
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     summary = json.loads((tmp_path / "ds" / "summary.json").read_text())
-    assert _FakeVLM.received == summary["vlm_requests"] > 0
-    assert 1 < _FakeVLM.most_in_flight <= 4
+    assert server.received == summary["vlm_requests"] > 0
+    assert 1 < server.most_in_flight <= 4
     record = _records(tmp_path / "ds")[0]
     assert record["vlm"] == "served-72b" and "Observe: A red chair." in record["prompt"][1]["content"]
