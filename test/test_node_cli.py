@@ -150,7 +150,7 @@ def test_play_publishes_a_bags_messages_in_order(tmp_path):
     recorder = Recorder({"/chatter": String, "/camera/image_raw": Image, "/odom": Odometry})
     try:
         result = subprocess.run(
-            [embodied_r(), "play", str(bag), "--rate", "4", "--wait-subscribers", "30"],
+            [embodied_r(), "play", str(bag), "--rate", "2", "--wait-subscribers", "30"],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
