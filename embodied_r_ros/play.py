@@ -66,6 +66,7 @@ def play_bag(
     that long until every topic has a subscriber; ``stop`` ends the play early (e.g. a loop).
     """
     import rclpy
+    from rclpy.duration import Duration
     from rclpy.qos import QoSProfile
     from rosbags.highlevel import AnyReader
 
@@ -120,6 +121,10 @@ def play_bag(
                 if not loop:
                     break
             stats.seconds = time.monotonic() - start
+            # Exiting at once would destroy the writers with the last samples still unacknowledged, and
+            # reliable subscribers would never get them.
+            for publisher in publishers.values():
+                publisher.wait_for_all_acked(Duration(seconds=2.0))
         finally:
             reader.close()
     finally:
