@@ -42,6 +42,7 @@ from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBac
 from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
 
 from .bag_reader import BagReader, BagReadError, BagTopics
+from .prepare import read_split
 from .rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
 from .splits import SPLITS
 
@@ -134,42 +135,7 @@ def load_split(dataset: Path, split: str, system: str, limit: int = 0) -> list[d
     Raises ConfigError for a missing or empty split and for records without the columns ``system``
     needs, naming the file and the fix.
     """
-    jsonl, parquet = dataset / f"{split}.jsonl", dataset / f"{split}.parquet"
-    if jsonl.is_file():
-        records = []
-        with jsonl.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{jsonl} line {number} is not JSON ({exc}); rerun embodied-r prepare"
-                    ) from exc
-        source = jsonl
-    elif parquet.is_file():
-        from datasets import Dataset
-
-        records = Dataset.from_parquet(str(parquet)).to_list()
-        source = parquet
-    else:
-        raise ConfigError(
-            f"data set {dataset} has no split {split!r} ({jsonl.name} or {parquet.name}); build it with "
-            f"embodied-r prepare --out {dataset}, or choose another --split ({', '.join(SPLITS)})"
-        )
-    if not records:
-        raise ConfigError(
-            f"{source} holds no records; choose another --split or rebuild with other fractions"
-        )
-    needed = _COLUMNS[system]
-    for number, record in enumerate(records, 1):
-        missing = [c for c in needed if c not in record]
-        if missing:
-            raise ConfigError(
-                f"{source} record {number} ({record.get('id', '?')}) lacks column(s) {', '.join(missing)} "
-                f"that --system {system} needs; rebuild the data set with embodied-r prepare"
-            )
+    records = read_split(dataset, split, _COLUMNS[system], f"--system {system}").to_list()
     return records[:limit] if limit else records
 
 

@@ -411,6 +411,40 @@ def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
     return summary
 
 
+def read_split(root: Path, split: str, columns: Sequence[str], needed_by: str) -> Any:
+    """One split written by :func:`write_dataset`, as a ``datasets.Dataset`` (parquet, else jsonl).
+
+    A missing or empty split, or rows without ``columns``, raise :class:`ConfigError` naming the file and
+    the fix; ``needed_by`` says what needs the columns (e.g. "training").
+    """
+    from datasets import Dataset
+
+    parquet, jsonl = root / f"{split}.parquet", root / f"{split}.jsonl"
+    if not parquet.is_file() and not jsonl.is_file():
+        raise ConfigError(
+            f"data set {root} has no split {split!r} ({parquet.name} or {jsonl.name}); build it with "
+            f"`embodied-r prepare QUESTIONS --out {root}`, or choose another split ({', '.join(SPLITS)})"
+        )
+    source = parquet if parquet.is_file() else jsonl
+    if source == jsonl and jsonl.stat().st_size == 0:
+        raise ConfigError(
+            f"{jsonl} holds no records (splits are by scene: a small data set can leave one empty); "
+            "choose another split, or rebuild with more scenes or other --split fractions"
+        )
+    try:
+        dataset = Dataset.from_parquet(str(source)) if source == parquet else Dataset.from_json(str(source))
+    except (OSError, ValueError) as exc:  # datasets' and pyarrow's errors for a damaged file
+        fix = "rebuild the data set with embodied-r prepare"
+        raise ConfigError(f"cannot read {source}: {exc}; {fix}") from exc
+    missing = [c for c in columns if c not in dataset.column_names]
+    if missing:
+        raise ConfigError(
+            f"{source} lacks column(s) {', '.join(missing)} that {needed_by} needs (it has "
+            f"{', '.join(dataset.column_names)}); rebuild the data set with embodied-r prepare"
+        )
+    return dataset
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """The per-task table printed at the end of a run."""
     lines = [f"{'task':<20}" + "".join(f"{s:>7}" for s in SPLITS) + f"{'total':>7}"]

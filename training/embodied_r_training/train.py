@@ -75,11 +75,11 @@ def resolve_policy(model: str) -> Path:
 def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
     """One split of the data set as a ``datasets.Dataset``, checked and with over-long prompts left out.
 
-    Reads ``<data.path>/<split>.parquet`` (or ``.jsonl``). Missing columns raise :class:`ConfigError` naming
-    them; prompts longer than ``data.max_prompt_tokens`` (chat template applied) are dropped and counted,
-    because truncating one would cut key-frame descriptions out of the middle of the evidence.
+    Reads ``<data.path>/<split>.parquet`` or ``.jsonl`` (:func:`.prepare.read_split`: missing columns
+    raise :class:`ConfigError` naming them). Prompts longer than ``data.max_prompt_tokens`` (chat template
+    applied) are dropped and counted: truncating one would cut key-frame descriptions out of the evidence.
     """
-    from datasets import Dataset
+    from .prepare import read_split
 
     root = Path(config.data.path)
     if not config.data.path or not root.is_dir():
@@ -87,23 +87,8 @@ def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
             f"{config.source}: data.path {str(root)!r} is not a directory; build a data set with "
             "`embodied-r prepare QUESTIONS --out DIR` (or `embodied-r synth` first) and set data.path to DIR"
         )
-    parquet, jsonl = root / f"{split}.parquet", root / f"{split}.jsonl"
-    if parquet.is_file():
-        dataset = Dataset.from_parquet(str(parquet))
-    elif jsonl.is_file() and jsonl.stat().st_size > 0:
-        dataset = Dataset.from_json(str(jsonl))
-    else:
-        raise ConfigError(
-            f"data set {root} has no rows in split {split!r} ({parquet.name} / {jsonl.name}); splits are by "
-            "scene, so a small data set can leave one empty: add scenes or change data.train_split"
-        )
-    missing = [c for c in required_columns(config) if c not in dataset.column_names]
-    if missing:
-        raise ConfigError(
-            f"data set {root} split {split!r} lacks column(s) {', '.join(missing)} (it has "
-            f"{', '.join(dataset.column_names)}); write it with `embodied-r prepare`, or set every stage's "
-            "consistency weight to 0 if question/options are what is missing"
-        )
+    needed_by = "training (every stage weights consistency 0 if question/options are what is missing)"
+    dataset = read_split(root, split, required_columns(config), needed_by)
     if config.data.limit and split == config.data.train_split:
         dataset = dataset.select(range(min(config.data.limit, len(dataset))))
     limit = config.data.max_prompt_tokens
