@@ -112,6 +112,7 @@ def test_shipped_configs_load_and_make_32_completions_per_step(monkeypatch: pyte
         ({"rewards": [{"start_epoch": 2, "format": 1}]}, "first stage must start at epoch 1"),
         ({"reference": {"backend": "openai"}}, "reference.backend openai needs reference.model"),
         ({"model": ""}, "model must name the policy LM"),
+        ({"grpo": {"beta": 0.0}, "rewards": [{"start_epoch": 1, "consistency": 1}]}, "needs grpo.beta > 0"),
     ],
 )
 def test_bad_configs_fail_before_any_model_loads(tmp_path: Path, change: dict, message: str) -> None:

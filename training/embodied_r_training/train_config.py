@@ -255,7 +255,24 @@ def build_train_config(data: Mapping[str, Any], source: str = "") -> TrainConfig
         seed=seed, source=source, **sections,
     )  # fmt: skip
     check_batch_shape(config)
+    check_reference(config)
     return config
+
+
+def check_reference(config: TrainConfig) -> None:
+    """The in-process reference needs a frozen copy of the starting weights: LoRA's base, or TRL's KL model.
+
+    With full fine-tuning and ``grpo.beta`` 0 (TRL's default) TRL keeps no frozen model, and the policy
+    itself would judge its own reasoning as it drifts; fail before anything loads.
+    """
+    beta = float(config.grpo.get("beta", 0.0))
+    if config.weights_consistency and config.reference.backend == "policy" and not config.lora.enabled:
+        if beta <= 0:
+            raise ConfigError(
+                f"{config.source}: reference.backend policy with full fine-tuning needs grpo.beta > 0 (TRL "
+                "then keeps the frozen starting weights; the paper uses 0.001), or lora.enabled: true, or "
+                "reference.backend transformers/openai with reference.model"
+            )
 
 
 def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
