@@ -15,6 +15,7 @@ from embodied_r_training.train import (
     NODE_PARAMS,
     PolicyReference,
     build_trainer,
+    grpo_arguments,
     latest_checkpoint,
     run_warm_start,
     train,
@@ -99,6 +100,18 @@ def test_shipped_configs_load_and_make_32_completions_per_step(monkeypatch: pyte
     assert check_batch_shape(zero3) == 32 and zero3.grpo["use_vllm"]
     smoke = load_train_config(CONFIGS / "cpu_smoke.yaml", ["grpo.max_steps=2", "data.path=/x"])
     assert smoke.grpo["max_steps"] == 2 and smoke.data.path == "/x" and smoke.model == "tiny"
+
+
+@pytest.mark.parametrize("name", ["embodied_r", "embodied_r_lora", "embodied_r_vllm"])
+def test_gpu_configs_are_valid_trl_settings(name: str, tmp_path: Path) -> None:
+    """TRL accepts every value (only bf16 is switched off: this machine has no GPU); 4 questions x 8."""
+    overrides = [f"output_dir={tmp_path}", "grpo.bf16=false", "grpo.use_cpu=true"]
+    args = grpo_arguments(load_train_config(CONFIGS / f"{name}.yaml", overrides))
+    assert (args.generation_batch_size, args.num_generations, args.warmup_steps) == (32, 8, 0.05)
+    assert args.save_strategy == "epoch" and args.use_vllm == (name == "embodied_r_vllm")
+    if not torch.cuda.is_available():  # bf16 without a GPU: TRL's message, as a one-line config error
+        with pytest.raises(ConfigError, match="rejected by TRL"):
+            grpo_arguments(load_train_config(CONFIGS / f"{name}.yaml", [f"output_dir={tmp_path}"]))
 
 
 @pytest.mark.parametrize(
