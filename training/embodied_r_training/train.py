@@ -245,7 +245,10 @@ def grpo_arguments(config: TrainConfig) -> Any:
     try:
         return GRPOConfig(output_dir=config.output_dir, seed=config.seed, **values)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{config.source}: grpo settings rejected by TRL: {exc}") from exc
+        hint = ""
+        if values.get("bf16") and not values.get("use_cpu"):
+            hint = " (no GPU here? --set grpo.bf16=false --set grpo.use_cpu=true, or cpu_smoke.yaml)"
+        raise ConfigError(f"{config.source}: grpo settings rejected by TRL: {exc}{hint}") from exc
 
 
 def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Path | None = None) -> Any:
@@ -361,6 +364,7 @@ def train(
 ) -> TrainResult:
     """Run GRPO training as configured; ``resume`` True continues from the latest checkpoint."""
     checkpoint = _resume_from(config, resume)
+    grpo_arguments(config)  # TRL's own checks of the grpo section, before any model is looked for
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     start = run_warm_start(config) if config.warm_start.steps else resolve_policy(config.model)
