@@ -444,32 +444,26 @@ class SharedFeatures:
 
 
 class _Rule:
-    """The keep-or-drop rule with the reference's features cached (or taken from :class:`SharedFeatures`)."""
+    """The keep-or-drop rule with the reference cached: its features, or (with :class:`SharedFeatures`)
+    its frame, whose features and overlaps the shared store holds."""
 
     def __init__(self, matcher: FrameMatcher, threshold: float, shared: SharedFeatures | None = None) -> None:
         self.matcher = matcher
         self.threshold = threshold
         self.shared = shared
-        self.reference: Features | None = None
-        self.reference_frame: Frame | None = None
+        self.reference: Features | Frame | None = None
 
     def decide(self, frame: Frame) -> tuple[bool, float | None, str]:
-        if self.shared is not None:
-            if self.reference_frame is None:
-                self.reference_frame = frame
-                return True, None, REASON_FIRST
-            overlap = self.shared.overlap(frame, self.reference_frame)
-            if overlap is None or overlap < self.threshold:
-                self.reference_frame = frame
-                return True, overlap, REASON_MATCH_FAILED if overlap is None else REASON_LOW_OVERLAP
-            return False, overlap, ""
-        features = self.matcher.features(frame.image)
+        current: Features | Frame = frame if self.shared is not None else self.matcher.features(frame.image)
         if self.reference is None:
-            self.reference = features
+            self.reference = current
             return True, None, REASON_FIRST
-        overlap = self.matcher.overlap(features, self.reference)
+        if self.shared is not None:
+            overlap = self.shared.overlap(frame, self.reference)
+        else:
+            overlap = self.matcher.overlap(current, self.reference)
         if overlap is None or overlap < self.threshold:
-            self.reference = features
+            self.reference = current
             return True, overlap, REASON_MATCH_FAILED if overlap is None else REASON_LOW_OVERLAP
         return False, overlap, ""
 
