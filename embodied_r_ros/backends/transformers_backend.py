@@ -440,7 +440,11 @@ class TransformersBackend:
     ) -> list[str]:
         """One completion per request, in order (greedy when the temperature is 0)."""
         output = self.generate_ids(requests, max_new_tokens=max_new_tokens, temperature=temperature)
-        texts = self.tokenizer.batch_decode(output.token_ids, skip_special_tokens=True)
+        return self.decode(output.token_ids)
+
+    def decode(self, token_ids: Sequence[Sequence[int]]) -> list[str]:
+        """The completions' text from their generated token ids (special tokens dropped, stripped)."""
+        texts = self.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
         return [text.strip() for text in texts]
 
     def close(self) -> None:

@@ -363,9 +363,7 @@ def _generate(backend: Any, requests: list[ChatRequest]) -> tuple[list[str], lis
     if not callable(getattr(backend, "generate_ids", None)):
         return backend.generate(requests), None
     token_ids = backend.generate_ids(requests).token_ids
-    # Decoded as TransformersBackend.generate does, so the text is what the node would get.
-    texts = backend.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
-    return [text.strip() for text in texts], [len(ids) for ids in token_ids]
+    return backend.decode(token_ids), [len(ids) for ids in token_ids]
 
 
 @dataclass
