@@ -151,6 +151,7 @@ class PolicyReference:
         self.config = config
         self.trainer: Any = None
         self.calls = 0
+        self._backend: Any = None  # kept across steps: it caches the tokenized fixed prompt text
 
     def bind(self, trainer: Any) -> None:
         """Use ``trainer``'s model; raise when there is no frozen copy of the starting weights."""
@@ -192,7 +193,11 @@ class PolicyReference:
 
         self.calls += 1
         with self._model() as model:
-            backend = TransformersBackend.from_model(self.config, model, self.trainer.processing_class)
+            if self._backend is None or self._backend.model is not model:
+                self._backend = TransformersBackend.from_model(
+                    self.config, model, self.trainer.processing_class
+                )
+            backend = self._backend
             was_training = model.training
             model.eval()
             try:
@@ -201,7 +206,7 @@ class PolicyReference:
                 model.train(was_training)
 
     def close(self) -> None:
-        self.trainer = None
+        self.trainer = self._backend = None
 
 
 def build_reference(config: TrainConfig) -> Any:
