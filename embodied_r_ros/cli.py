@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "embodied_r_training.prepare",
     "embodied_r_training.train",
     "embodied_r_training.evaluate",
+    "embodied_r_training.compare",
 )
 
 

@@ -4,6 +4,7 @@ resume across a stage boundary, the in-process reference model, and the hand-ove
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,36 @@ def test_cli_trains_from_the_shipped_smoke_config(warm_lm, tiny_dataset, tmp_pat
     # Asked again with --resume, it continues from checkpoint-2 to the new max_steps.
     assert main([*args, "--set", "grpo.max_steps=3", "--resume"]) == 0
     assert "trained 3 steps" in capsys.readouterr().out
+
+
+def test_sft_method_trains_on_the_answers_and_hands_over_a_full_model(
+    tiny_models_dir, tiny_dataset, tmp_path
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "sft")
+    data.update(method="sft", warm_start={"steps": 3, "learning_rate": 1e-2, "batch_size": 2})
+    result = train(build_train_config(data))
+    assert result.final_dir == tmp_path / "sft" / "final" and result.global_step == 3
+    assert (result.final_dir / "model.safetensors").is_file() and latest_checkpoint(tmp_path / "sft") is None
+    assert len(result.log_history) >= 1 and all(math.isfinite(r["loss"]) for r in result.log_history)
+    params = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
+    lm_params = params["/**/embodied_r"]["ros__parameters"]["lm"]
+    assert lm_params == {"model": str(result.final_dir), "adapter": ""}
+    # The weights moved away from the start: the supervised steps really ran.
+    from safetensors.torch import load_file
+
+    start = load_file(str(tiny_models_dir / "lm" / "model.safetensors"))
+    trained = load_file(str(result.final_dir / "model.safetensors"))
+    assert any(not torch.equal(start[k], trained[k]) for k in start if k in trained)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"method": "rl"}, "method must be one of grpo, sft"),
+        ({"method": "sft"}, "warm_start.steps >= 1"),
+    ],
+)
+def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, message: str) -> None:
+    data = {**_config(tiny_models_dir, tmp_path, tmp_path / "x"), **change}
+    with pytest.raises(ConfigError, match=message):
+        build_train_config(data)

@@ -8,10 +8,14 @@ Systems (``--system``):
 * ``untrained``: the same LM without an adapter: the baseline before RL.
 * ``vlm``: the paper's ablation: the VLM alone answers from the same key frames (read from the record's
   bag at ``keyframe_stamps_ns``), all of a record's key frames and the question in ONE request.
+* ``chance``: no model. Multiple choice scores its expected accuracy under a uniform guess (1/k for k
+  options); numeric answers score the MRA of the split's mean answer of the same task (VSI-Bench's
+  "chance (frequency)" baseline: it knows the answer distribution, so it is a generous floor).
 
 Scoring uses :mod:`.rewards` (the training rewards): multiple choice by the letter in the answer part,
 numeric by mean relative accuracy (MRA), the format condition, and the consistency check (a reference
 model reads only the question, options and reasoning of each correct answer; default: the base LM).
+Every score comes with its 95 % percentile-bootstrap interval over records (:mod:`.stats`).
 
 Output directory::
 
@@ -45,16 +49,18 @@ from .bag_reader import BagReader, BagReadError, BagTopics
 from .prepare import read_split
 from .rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
 from .splits import SPLITS
+from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("reasoner", "untrained", "vlm")
+SYSTEMS = ("reasoner", "untrained", "vlm", "chance")
 DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
 _COLUMNS = {
     "reasoner": ("id", "prompt", "solution", "task", "question", "options"),
     "untrained": ("id", "prompt", "solution", "task", "question", "options"),
     "vlm": ("id", "solution", "task", "question", "options", "scene", "bag", "keyframe_stamps_ns"),
+    "chance": ("id", "solution", "task", "question", "options"),
 }
 
 # The VLM-alone prompt (paper ablation "VLM with the same key frames"). The system turn is the reasoning
@@ -209,6 +215,34 @@ def grade_records(
     return predictions
 
 
+def chance_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
+    """The ``chance`` system: expected accuracy 1/k of a uniform guess among k options (multiple choice);
+    for numeric records the MRA of the mean solution of the same task in ``records`` (frequency chance)."""
+    from embodied_r_ros.answers import mean_relative_accuracy
+
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        if not record.get("options"):
+            by_task[str(record["task"])].append(float(record["solution"]))
+    predictions = []
+    for record in records:
+        options = record.get("options") or []
+        if options:
+            answer: str | float | None = None
+            score = 1.0 / len(options)
+        else:
+            answer = sum(by_task[str(record["task"])]) / len(by_task[str(record["task"])])
+            score = mean_relative_accuracy(answer, float(record["solution"]))
+        predictions.append(
+            Prediction(
+                id=str(record["id"]), task=str(record["task"]), form=MC if options else NUMERIC,
+                solution=str(record["solution"]), completion="", answer=answer, score=score, format=False,
+                length=0,
+            )
+        )  # fmt: skip
+    return predictions
+
+
 def _answer(graded: Graded) -> str | float | None:
     return graded.choice if graded.multiple_choice else graded.value
 
@@ -244,11 +278,18 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _ci(values: Sequence[float]) -> list[float] | None:
+    """[low, high] of the 95 % bootstrap interval of the mean of ``values`` (None without values)."""
+    interval = bootstrap_ci(values)
+    return None if interval is None else [interval.low, interval.high]
+
+
 def _stats(predictions: Sequence[Prediction]) -> dict[str, Any]:
     checked = [p.consistency for p in predictions if p.consistency is not None]
     return {
         "n": len(predictions),
         "score": _mean([p.score for p in predictions]),
+        "score_ci": _ci([p.score for p in predictions]),
         "format_rate": _mean([1.0 if p.format else 0.0 for p in predictions]),
         "consistency_rate": _mean(checked),
         "consistency_checked": len(checked),
@@ -275,13 +316,18 @@ def summarize(predictions: Sequence[Prediction], **info: Any) -> dict[str, Any]:
     }
     overall = _stats(predictions)
     overall["task_mean"] = _mean([g["score"] for forms in tasks.values() for g in forms.values()])
-    overall["mc_accuracy"] = _stats([p for p in predictions if p.form == MC])["score"]
-    overall["numeric_mra"] = _stats([p for p in predictions if p.form == NUMERIC])["score"]
+    for key, form in (("mc_accuracy", MC), ("numeric_mra", NUMERIC)):
+        of_form = _stats([p for p in predictions if p.form == form])
+        overall[key], overall[f"{key}_ci"] = of_form["score"], of_form["score_ci"]
     return {**info, "overall": overall, "tasks": tasks}
 
 
 def _cell(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _ci_cell(ci: Sequence[float] | None) -> str:
+    return "–" if not ci else f"{ci[0]:.3f}–{ci[1]:.3f}"
 
 
 def metrics_markdown(metrics: dict[str, Any]) -> str:
@@ -293,17 +339,19 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
         f"{overall['n']} records",
         "",
         f"Models: {', '.join(f'{k} `{v}`' for k, v in metrics.get('models', {}).items() if v) or '?'}.",
+        *([f"Descriptions from: {metrics['perception']}."] if metrics.get("perception") else []),
         "Score: accuracy for multiple choice (mc), mean relative accuracy (MRA) for numeric answers.",
         "",
-        f"| task | form | metric | n | score | format | consistency (checked) | mean length ({unit}) |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        f"| task | form | metric | n | score | format | consistency (checked) | mean length ({unit}) | "
+        "score 95 % CI |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
 
     def row(name: str, form: str, metric: str, s: dict[str, Any]) -> str:
         consistency = f"{_cell(s['consistency_rate'])} ({s['consistency_checked']})"
         return (
             f"| {name} | {form} | {metric} | {s['n']} | {_cell(s['score'])} | {_cell(s['format_rate'])} | "
-            f"{consistency} | {_cell(s['mean_length'], 1)} |"
+            f"{consistency} | {_cell(s['mean_length'], 1)} | {_ci_cell(s.get('score_ci'))} |"
         )
 
     for task, forms in metrics["tasks"].items():
@@ -313,7 +361,8 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"Mean over task/form groups: **{_cell(overall['task_mean'])}**; multiple-choice accuracy "
-        f"{_cell(overall['mc_accuracy'])}; numeric MRA {_cell(overall['numeric_mra'])}."
+        f"{_cell(overall['mc_accuracy'])} (95 % CI {_ci_cell(overall.get('mc_accuracy_ci'))}); numeric MRA "
+        f"{_cell(overall['numeric_mra'])} (95 % CI {_ci_cell(overall.get('numeric_mra_ci'))})."
     )
     skipped = metrics.get("skipped") or []
     if skipped:
@@ -473,6 +522,12 @@ def run_eval(config: EvalConfig) -> EvalResult:
     torch.manual_seed(config.seed)  # sampling (temperature > 0, the reference's 0.1) is repeatable
     records = load_split(config.dataset, config.split, config.system, config.limit)
     skipped: list[Skipped] = []
+    if config.system == "chance":
+        predictions = chance_predictions(records)
+        metrics = summarize(predictions, **_info(config, "tokens", "", skipped, perception_of(records)))
+        result = EvalResult(metrics, predictions, skipped)
+        result.files = write_outputs(config, result)
+        return result
     if config.system == "vlm":
         assert config.vlm is not None
         _check_bags(records, config.bag_root)
@@ -506,7 +561,8 @@ def run_eval(config: EvalConfig) -> EvalResult:
     finally:
         for model in open_backends:
             model.close()
-    metrics = summarize(predictions, **_info(config, length_unit, reference_label, skipped))
+    info = _info(config, length_unit, reference_label, skipped, perception_of(records))
+    metrics = summarize(predictions, **info)
     result = EvalResult(metrics, predictions, skipped)
     result.files = write_outputs(config, result)
     return result
@@ -534,12 +590,21 @@ def _reference(config: EvalConfig, backend: GenerationBackend) -> GenerationBack
     return backend
 
 
-def _info(config: EvalConfig, length_unit: str, reference: str, skipped: list[Skipped]) -> dict[str, Any]:
+def perception_of(records: Sequence[dict[str, Any]]) -> str:
+    """What described the key frames of ``records`` (their ``vlm`` column: a VLM's name, or the simulator's
+    ground truth), joined when mixed; "" when the data set does not say."""
+    return ", ".join(sorted({str(r["vlm"]) for r in records if r.get("vlm")}))
+
+
+def _info(
+    config: EvalConfig, length_unit: str, reference: str, skipped: list[Skipped], perception: str = ""
+) -> dict[str, Any]:
     model = config.vlm if config.system == "vlm" and config.vlm is not None else config.lm
     labels = {
         "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.adapter else ""),
         "untrained": "untrained LM (baseline)",
         "vlm": "VLM alone on the key frames (ablation)",
+        "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
     }
     return {
         "system": config.system,
@@ -547,18 +612,22 @@ def _info(config: EvalConfig, length_unit: str, reference: str, skipped: list[Sk
         "dataset": str(config.dataset),
         "split": config.split,
         "models": {
-            "lm": config.lm.model if config.system != "vlm" else "",
+            "lm": config.lm.model if config.system not in ("vlm", "chance") else "",
             "adapter": config.lm.adapter if config.system == "reasoner" else "",
             "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
             "reference": reference,
         },
+        # The descriptions the reasoner read: a VLM, or ground-truth perception (a measuring instrument).
+        "perception": perception if config.system != "vlm" else "",
         "generation": {
             "backend": model.backend,
             "max_new_tokens": model.max_new_tokens,
             "temperature": model.temperature,
             "batch_size": config.batch_size,
         },
-        "consistency": asdict(config.consistency_config) if config.consistency else "off",
+        "consistency": asdict(config.consistency_config)
+        if config.consistency and config.system != "chance"
+        else "off",
         "length_unit": length_unit,
         "prompt_version": prompts.PROMPT_VERSION,
         **({"vlm_alone_prompt_version": VLM_ALONE_PROMPT_VERSION} if config.system == "vlm" else {}),

@@ -337,17 +337,42 @@ def save_final(trainer: Any, config: TrainConfig) -> tuple[Path, Path | None]:
     return final, merged_dir
 
 
-def run_warm_start(config: TrainConfig) -> Path:
-    """The supervised warm start (:mod:`.warm_start`) into ``output_dir/warm_start``; returns that dir."""
+def run_warm_start(config: TrainConfig, out: Path | None = None) -> Path:
+    """The supervised warm start (:mod:`.warm_start`) into ``out`` (default ``output_dir/warm_start``);
+    returns that dir."""
     from .warm_start import WARM_START_DIR, warm_start
 
     path = resolve_policy(config.model)
     tokenizer = load_tokenizer(config, path)
     dataset = load_split(config, config.data.train_split, tokenizer)
     model = load_model(config, path)
-    out = Path(config.output_dir) / WARM_START_DIR
+    out = out or Path(config.output_dir) / WARM_START_DIR
     cpu = bool(config.grpo.get("use_cpu"))
     return warm_start(model, tokenizer, dataset, config.warm_start, out, config.seed, cpu)
+
+
+def train_sft(config: TrainConfig) -> TrainResult:
+    """``method: sft``: ``warm_start.steps`` supervised steps on the answers, saved as ``output_dir/final``
+    (the SFT baseline of the paper's SFT-vs-RL question). A finished run is not repeated."""
+    from .warm_start import DONE_MARKER
+
+    output_dir = Path(config.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    final = run_warm_start(config, output_dir / FINAL_DIR)
+    (output_dir / CONFIG_COPY).write_text(
+        json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
+    )
+    losses = json.loads((final / DONE_MARKER).read_text(encoding="utf-8")).get("loss", [])
+    result = TrainResult(
+        output_dir=output_dir,
+        final_dir=final,
+        merged_dir=None,
+        base_model=resolve_policy(config.model),
+        global_step=config.warm_start.steps,
+        log_history=[{"loss": loss} for loss in losses],
+    )
+    write_node_params(result)
+    return result
 
 
 def write_node_params(result: TrainResult) -> Path:
@@ -367,7 +392,10 @@ def write_node_params(result: TrainResult) -> Path:
 def train(
     config: TrainConfig, resume: bool | str | None = None, callbacks: Sequence[Any] = ()
 ) -> TrainResult:
-    """Run GRPO training as configured; ``resume`` True continues from the latest checkpoint."""
+    """Run GRPO training as configured (or SFT, ``method: sft``); ``resume`` True continues from the
+    latest checkpoint."""
+    if config.method == "sft":
+        return train_sft(config)
     checkpoint = _resume_from(config, resume)
     grpo_arguments(config)  # TRL's own checks of the grpo section, before any model is looked for
     output_dir = Path(config.output_dir)

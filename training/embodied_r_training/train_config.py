@@ -15,6 +15,9 @@ A config file (``training/configs/*.yaml``) has these top-level keys; anything e
 * ``grpo``: keyword arguments of TRL's ``GRPOConfig`` (learning_rate, beta, num_generations, ...).
   Unknown ones are an error; ``output_dir`` is taken from the top level.
 * ``seed``: one seed for sampling, data order and initialisation.
+* ``method``: ``grpo`` (default: the optional warm start, then GRPO) or ``sft``: supervised fine-tuning
+  only, ``warm_start.steps`` steps on the ground-truth answers (the paper's SFT-vs-RL comparison); the
+  ``grpo`` section then only supplies the device settings (``use_cpu``, ``bf16``).
 
 Every check that can fail without loading a model runs in :func:`load_train_config` and
 :func:`check_batch_shape`, so a bad config fails in a second, not after the model has loaded.
@@ -35,8 +38,10 @@ from .schedule import PAPER_STAGES, RewardSchedule
 from .warm_start import WarmStartSection
 
 REFERENCE_BACKENDS = ("policy", "transformers", "openai")
+METHODS = ("grpo", "sft")
 TOP_LEVEL_KEYS = (
     "base", "model", "output_dir", "data", "warm_start", "lora", "reference", "rewards", "grpo", "seed",
+    "method",
 )  # fmt: skip
 # GRPOConfig keys the trainer sets itself: a value in the config would be silently overridden.
 OWNED_GRPO_KEYS = ("output_dir", "seed", "reward_weights", "remove_unused_columns")
@@ -126,6 +131,7 @@ class TrainConfig:
     schedule: RewardSchedule = field(default_factory=lambda: RewardSchedule(PAPER_STAGES))
     grpo: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    method: str = "grpo"  # "grpo", or "sft": supervised steps on the answers only (see the module docstring)
     source: str = ""  # the file(s) it was read from, for messages
 
     @property
@@ -250,9 +256,19 @@ def build_train_config(data: Mapping[str, Any], source: str = "") -> TrainConfig
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"{source or 'training config'}: seed must be an integer, got {seed!r}")
+    method = data.get("method", "grpo")
+    if method not in METHODS:
+        raise ConfigError(
+            f"{source or 'training config'}: method must be one of {', '.join(METHODS)}, got {method!r}"
+        )
+    if method == "sft" and sections["warm_start"].steps < 1:
+        raise ConfigError(
+            f"{source or 'training config'}: method sft trains warm_start.steps supervised steps; set "
+            "warm_start.steps >= 1 (and its learning_rate, batch_size)"
+        )
     config = TrainConfig(
         model=model, output_dir=str(data.get("output_dir") or "out/train"), schedule=schedule, grpo=grpo,
-        seed=seed, source=source, **sections,
+        seed=seed, method=method, source=source, **sections,
     )  # fmt: skip
     check_batch_shape(config)
     check_reference(config)

@@ -1,0 +1,113 @@
+"""Bootstrap intervals (stats.py), the chance system of `embodied-r eval` and `embodied-r compare`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from embodied_r_training.compare import compare, comparison_markdown, load_run
+from embodied_r_training.evaluate import chance_predictions, summarize
+from embodied_r_training.stats import bootstrap_ci, paired_difference
+
+from embodied_r_ros.cli import main
+from embodied_r_ros.config import ConfigError
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_bootstrap_interval_matches_the_normal_approximation() -> None:
+    values = np.random.default_rng(3).integers(0, 2, size=400).astype(float)
+    interval = bootstrap_ci(values, seed=1)
+    mean, se = values.mean(), values.std() / np.sqrt(len(values))
+    assert interval.mean == pytest.approx(mean)
+    # Percentile bootstrap of a mean of 400 Bernoulli values: close to mean +- 1.96 standard errors.
+    assert interval.low == pytest.approx(mean - 1.96 * se, abs=0.012)
+    assert interval.high == pytest.approx(mean + 1.96 * se, abs=0.012)
+    assert bootstrap_ci(values, seed=1) == interval  # same seed, same interval
+    assert bootstrap_ci([]) is None
+
+
+def test_paired_difference_sees_what_separate_intervals_hide() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, size=300).astype(float)
+    b = a.copy()
+    flip = np.flatnonzero(a == 0)[:18]  # b is right on 18 more questions, wrong on none that a got right
+    b[flip] = 1.0
+    ia, ib = bootstrap_ci(a), bootstrap_ci(b)
+    assert ia.high > ib.low  # the two intervals overlap ...
+    difference = paired_difference(b, a)
+    assert difference.mean == pytest.approx(0.06) and difference.excludes(0.0)  # ... the paired one does not
+    assert not paired_difference(a, a).excludes(0.0)
+    with pytest.raises(ValueError, match="same records"):
+        paired_difference(a, b[:-1])
+
+
+def _records() -> list[dict]:
+    return [
+        {"id": "a", "task": "route", "solution": "A", "options": ["x", "y"], "question": "q"},
+        {"id": "b", "task": "route", "solution": "B", "options": ["x", "y", "z", "w"], "question": "q"},
+        {"id": "c", "task": "abs_distance", "solution": "2.0", "options": [], "question": "q"},
+        {"id": "d", "task": "abs_distance", "solution": "4.0", "options": [], "question": "q"},
+    ]
+
+
+def test_chance_is_the_expected_score_of_a_guess() -> None:
+    predictions = chance_predictions(_records())
+    assert [p.score for p in predictions[:2]] == [0.5, 0.25]
+    # numeric: the task's mean answer (3.0) against 2.0 (50 % off) and 4.0 (25 % off)
+    assert predictions[2].answer == 3.0 and predictions[2].score == pytest.approx(0.1)
+    assert predictions[3].score == pytest.approx(0.6)
+    metrics = summarize(predictions)
+    assert metrics["overall"]["mc_accuracy"] == pytest.approx(0.375)
+    low, high = metrics["overall"]["mc_accuracy_ci"]
+    assert 0.25 <= low <= 0.375 <= high <= 0.5
+
+
+def _eval_dir(root: Path, label: str, scores: dict[str, float]) -> Path:
+    """An eval output as `embodied-r eval` writes it, with the given per-record scores."""
+    from embodied_r_training.evaluate import Prediction
+
+    records = {r["id"]: r for r in _records() * 1}
+    predictions = [
+        Prediction(id=i, task=records[i]["task"], form="mc" if records[i]["options"] else "numeric",
+                   solution=records[i]["solution"], completion="", answer=None, score=s, format=True,
+                   length=5)
+        for i, s in scores.items()
+    ]  # fmt: skip
+    out = root / label
+    out.mkdir()
+    (out / "metrics.json").write_text(json.dumps(summarize(predictions, label=label)))
+    (out / "predictions.jsonl").write_text("".join(json.dumps(p.__dict__) + "\n" for p in predictions))
+    return out
+
+
+def test_compare_tables_runs_of_the_same_records(tmp_path: Path, capsys) -> None:
+    weak = _eval_dir(tmp_path, "weak", {"a": 0.0, "b": 0.0, "c": 0.2, "d": 0.3})
+    strong = _eval_dir(tmp_path, "strong", {"a": 1.0, "b": 1.0, "c": 0.9, "d": 1.0})
+    result = compare([load_run(f"weak={weak}"), load_run(str(strong))], ["weak"])
+    strong_row = result["systems"][1]
+    assert strong_row["label"] == "strong" and strong_row["mc_accuracy"]["mean"] == 1.0
+    assert strong_row["versus"]["weak"]["mean"] == 1.0 and strong_row["versus"]["weak"]["significant"]
+    assert result["systems"][0]["versus"] == {}
+    table = comparison_markdown(result)
+    assert "| strong | 100.0 [100.0, 100.0] | 95.0 [90.0, 100.0] |" in table
+    assert "| route (mc) | 0.0 | 100.0 |" in table
+
+    out = tmp_path / "cmp"
+    assert main(["compare", f"weak={weak}", f"strong={strong}", "--baseline", "weak", "--out", str(out)]) == 0
+    assert (out / "comparison.png").read_bytes().startswith(PNG)
+    assert json.loads((out / "comparison.json").read_text())["records"] == {"mc": 2, "numeric": 2}
+    assert "| weak |" in capsys.readouterr().out
+
+
+def test_compare_refuses_different_records_and_unknown_baselines(tmp_path: Path) -> None:
+    one = _eval_dir(tmp_path, "one", {"a": 1.0, "b": 0.0})
+    two = _eval_dir(tmp_path, "two", {"a": 1.0, "c": 0.5})
+    with pytest.raises(ConfigError, match="different records"):
+        compare([load_run(str(one)), load_run(str(two))])
+    with pytest.raises(ConfigError, match="none of the runs"):
+        compare([load_run(str(one))], ["three"])
+    with pytest.raises(ConfigError, match="not an `embodied-r eval` output"):
+        load_run(str(tmp_path / "missing"))
