@@ -481,3 +481,31 @@ def test_trl_grpo_calculate_rewards_calls_our_functions(tiny_reference: Counting
     total = rewards[:, 3].tolist()
     assert 0.8 - 1e-6 <= total[0] <= 1.0 + 1e-6 and total[1] == pytest.approx(0.1)
     assert 0.8 - 1e-6 <= total[2] <= 1.0 + 1e-6 and total[3] == 0.0
+
+
+def test_schedule_by_optimizer_step_for_runs_shorter_than_an_epoch() -> None:
+    schedule = RewardSchedule.from_list(
+        [
+            {"start_step": 0, "format": 7, "accuracy": 3},
+            {"start_step": 5, "format": 3, "accuracy": 7},
+            {"start_step": 10, "format": 1, "accuracy": 7, "consistency": 2},
+        ]
+    )
+    assert schedule.by_step and not RewardSchedule().by_step
+    # The trainer's epoch stays below 1 all run long; the step decides.
+    weights = [schedule.weights_for_state(TrainerState(epoch=0.01 * s, global_step=s)) for s in range(12)]
+    assert weights[0] == weights[4] == RewardWeights(0.7, 0.3, 0.0)
+    assert weights[5] == weights[9] == RewardWeights(0.3, 0.7, 0.0)
+    assert weights[10] == weights[11] == RewardWeights(0.1, 0.7, 0.2)
+    with pytest.raises(ValueError, match="by optimizer step"):
+        schedule.weights_for_epoch(1)
+    with pytest.raises(ValueError, match="needs trainer_state"):
+        schedule.weights_for_state(None)
+    with pytest.raises(ConfigError, match="start_step on every stage"):
+        RewardSchedule.from_list([{"start_step": 0, "format": 1}, {"start_epoch": 2, "accuracy": 1}])
+    with pytest.raises(ConfigError, match="the first at 0"):
+        RewardSchedule.from_list([{"start_step": 3, "format": 1}])
+    with pytest.raises(ConfigError, match="start steps must increase"):
+        RewardSchedule.from_list([{"start_step": 0, "format": 1}, {"start_step": 0, "accuracy": 1}])
+    with pytest.raises(ConfigError, match="start_step must be an integer"):
+        Stage(start_step=-1, format=1)

@@ -292,7 +292,8 @@ class ConsistencyReward:
 class StagedReward:
     """The total reward ``w_f * format + w_a * accuracy + w_c * consistency`` with weights by epoch.
 
-    The weights come from ``schedule`` for the epoch of TRL's ``trainer_state`` (schedule.epoch_from_state).
+    The weights come from ``schedule`` for TRL's ``trainer_state``: its epoch (schedule.epoch_from_state), or
+    its optimizer step for a schedule by steps.
     The consistency reward is queried only while its weight is > 0 (the paper's epochs 1-4 need no
     reference model); ``consistency`` may be None for schedules that never weight it. Each call logs the
     epoch, the weights, every reward's batch mean and the total's (``logging`` at INFO), and passes them to
@@ -324,7 +325,7 @@ class StagedReward:
     ) -> list[float]:
         """One total reward per completion; see the class docstring."""
         epoch = epoch_from_state(trainer_state)
-        weights = self.schedule.weights_for_epoch(epoch)
+        weights = self.schedule.weights_for_state(trainer_state)
         fmt = format_reward(completions)
         acc = accuracy_reward(completions, solution, **kwargs)
         cons: list[float] | None = None

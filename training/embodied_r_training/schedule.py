@@ -10,6 +10,10 @@ the first optimizer step and ``e + (step + 1) / steps_in_epoch`` after a step of
 (transformers' Trainer), so it reaches exactly ``e + 1`` at the end of epoch ``e``. The 1-based epoch of
 a step is therefore ``floor(state.epoch) + 1``: 0.0 .. 0.999 is epoch 1, 1.0 (the first step after the
 first epoch ended) is epoch 2, and so on. See :func:`epoch_from_state`.
+
+A run far shorter than an epoch (a CPU experiment of a few dozen steps over hundreds of questions) cannot
+stage by epoch; its stages may give ``start_step`` instead (0-based optimizer steps, the first stage at 0),
+e.g. the paper's 12-epoch shape compressed onto the step budget. A schedule uses one or the other.
 """
 
 from __future__ import annotations
@@ -36,14 +40,20 @@ class RewardWeights:
 
 @dataclass(frozen=True)
 class Stage:
-    """From ``start_epoch`` (1-based) until the next stage: the format:accuracy:consistency ratio."""
+    """From ``start_epoch`` (1-based), or from optimizer step ``start_step`` (0-based) when given, until
+    the next stage: the format:accuracy:consistency ratio."""
 
     start_epoch: int = 1
     format: float = 0.0
     accuracy: float = 0.0
     consistency: float = 0.0
+    start_step: int | None = None
 
     def __post_init__(self) -> None:
+        if self.start_step is not None and (
+            isinstance(self.start_step, bool) or not isinstance(self.start_step, int) or self.start_step < 0
+        ):
+            raise ConfigError(f"reward stage start_step must be an integer >= 0, got {self.start_step!r}")
         if (
             isinstance(self.start_epoch, bool)
             or not isinstance(self.start_epoch, int)
@@ -79,6 +89,16 @@ class RewardSchedule:
     stages: tuple[Stage, ...] = PAPER_STAGES
 
     def __post_init__(self) -> None:
+        steps = [s.start_step for s in self.stages]
+        if any(step is not None for step in steps):
+            if any(step is None for step in steps) or steps[0] != 0:
+                raise ConfigError(
+                    "reward schedule: stages by step need start_step on every stage, the first at 0; "
+                    f"got {steps}"
+                )
+            if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+                raise ConfigError(f"reward schedule: stage start steps must increase strictly, got {steps}")
+            return
         starts = [s.start_epoch for s in self.stages]
         if not starts or starts[0] != 1:
             raise ConfigError(f"reward schedule: the first stage must start at epoch 1, got starts {starts}")
@@ -89,12 +109,27 @@ class RewardSchedule:
         """The normalised weights of 1-based ``epoch`` (the last stage holds for every later epoch)."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise ValueError(f"epoch must be an integer >= 1 (1-based), got {epoch!r}")
-        stage = [s for s in self.stages if s.start_epoch <= epoch][-1]
-        total = stage.format + stage.accuracy + stage.consistency
-        return RewardWeights(stage.format / total, stage.accuracy / total, stage.consistency / total)
+        if self.by_step:
+            raise ValueError("this schedule stages by optimizer step; use weights_for_step")
+        return _normalised([s for s in self.stages if s.start_epoch <= epoch][-1])
+
+    @property
+    def by_step(self) -> bool:
+        """Whether the stages start at optimizer steps (else at epochs)."""
+        return self.stages[0].start_step is not None
+
+    def weights_for_step(self, step: int) -> RewardWeights:
+        """The normalised weights at 0-based optimizer ``step`` of a schedule by steps."""
+        if not self.by_step:
+            raise ValueError("this schedule stages by epoch; use weights_for_epoch")
+        return _normalised([s for s in self.stages if s.start_step <= step][-1])
 
     def weights_for_state(self, trainer_state: Any) -> RewardWeights:
-        """The weights for the step TRL's ``trainer_state`` describes (see :func:`epoch_from_state`)."""
+        """The weights for the step TRL's ``trainer_state`` describes: its ``global_step`` (optimizer steps
+        done) for a schedule by steps, else its epoch (see :func:`epoch_from_state`)."""
+        if self.by_step:
+            epoch_from_state(trainer_state)  # the same check that a trainer state was given
+            return self.weights_for_step(int(getattr(trainer_state, "global_step", 0) or 0))
         return self.weights_for_epoch(epoch_from_state(trainer_state))
 
     @classmethod
@@ -111,13 +146,18 @@ class RewardSchedule:
             if not isinstance(stage, Mapping):
                 raise ConfigError(f"reward schedule stage {i} must be a mapping, got {stage!r}")
             unknown = sorted(set(stage) - known)
-            if unknown or "start_epoch" not in stage:
-                problem = f"unknown key(s) {unknown}" if unknown else "no start_epoch"
+            if unknown or not {"start_epoch", "start_step"} & set(stage):
+                problem = f"unknown key(s) {unknown}" if unknown else "no start_epoch (or start_step)"
                 raise ConfigError(
                     f"reward schedule stage {i} has {problem}; known keys: {', '.join(sorted(known))}"
                 )
             built.append(Stage(**stage))
         return cls(tuple(built))
+
+
+def _normalised(stage: Stage) -> RewardWeights:
+    total = stage.format + stage.accuracy + stage.consistency
+    return RewardWeights(stage.format / total, stage.accuracy / total, stage.consistency / total)
 
 
 def epoch_from_state(trainer_state: Any) -> int:
