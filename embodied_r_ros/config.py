@@ -18,7 +18,10 @@ class ConfigError(ValueError):
     """A configuration value or key that cannot be used; the message says which and why."""
 
 
-BACKENDS = ("transformers", "openai")
+# ground_truth is no model: perception computed from a simulator scene (the VLM role only; see
+# embodied_r_training.ground_truth), a measuring instrument that separates reasoning from perception.
+GROUND_TRUTH = "ground_truth"
+BACKENDS = ("transformers", "openai", GROUND_TRUTH)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -74,8 +77,9 @@ class KeyFrameConfig:
 class ModelConfig:
     """One model: where it lives and how it is run."""
 
-    model: str = ""  # hub repo id or local directory (transformers) / served model name (openai)
-    backend: str = "transformers"  # "transformers" (in-process) or "openai" (HTTP server)
+    # hub repo id or local directory (transformers) / served model name (openai) / scene.json (ground_truth)
+    model: str = ""
+    backend: str = "transformers"  # "transformers" (in-process), "openai" (HTTP server) or "ground_truth"
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
     dtype: str = "auto"  # "auto", "float32", "bfloat16", "float16"
     adapter: str = ""  # optional LoRA adapter directory for the LM

@@ -59,12 +59,12 @@ from embodied_r_ros.srv import AskSpatial
 
 from .backends import BackendError
 from .clip_buffer import ClipBuffer, ClipBufferError
-from .config import ConfigError, NodeConfig
+from .config import GROUND_TRUTH, ConfigError, NodeConfig
 from .frames import NS_PER_S, Frame
 from .image_conversion import ImageConversionError, message_to_rgb
 from .keyframes import KeyFrame, StreamingKeyFrameSelector
 from .node_params import NODE_NAME, NodeParameters
-from .pipeline import EmbodiedR, NoFramesError
+from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
 from .query_worker import CANCELLED, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
 from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
@@ -155,6 +155,13 @@ def set_torch_threads(config: NodeConfig) -> int | None:
     return threads
 
 
+def _perception_name(config: NodeConfig) -> str:
+    """The perception source for logs and diagnostics; ground truth is never called a VLM."""
+    if config.vlm.backend == GROUND_TRUTH:
+        return f"{GROUND_TRUTH_BANNER} from {config.vlm.model!r}"
+    return f"VLM {config.vlm.model!r} ({config.vlm.backend})"
+
+
 def load_pipeline(config: NodeConfig) -> EmbodiedR:
     """Load the VLM and the LM; raises :class:`ModelLoadError` naming the role and parameter that failed."""
     try:
@@ -190,7 +197,7 @@ class EmbodiedRNode(Node):
             if pipeline is None:
                 threads = set_torch_threads(config)
                 self.get_logger().info(
-                    f"loading the VLM {config.vlm.model!r} and the LM {config.lm.model!r}"
+                    f"loading the {_perception_name(config)} and the LM {config.lm.model!r}"
                     f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
                 )
                 pipeline = load_pipeline(config)
@@ -355,7 +362,8 @@ class EmbodiedRNode(Node):
 
     def _pre_encoder(self) -> Callable[[int], None] | None:
         """The idle task encoding a new key frame, when the VLM caches encoded images."""
-        vlm = self.pipeline.perceiver.backend
+        # Ground-truth perception has no backend (no vision tower): nothing to encode.
+        vlm = getattr(self.pipeline.perceiver, "backend", None)
         encode = getattr(vlm, "encode_images", None)
         if encode is None or getattr(vlm.config, "image_cache_mb", 0) <= 0:
             return None
@@ -598,7 +606,11 @@ class EmbodiedRNode(Node):
             **{f"queries_{status}": count for status, count in sorted(outcomes.items())},
             "last_query_latency_s": "" if latency is None else f"{latency:.3f}",
             **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
-            "vlm": f"{config.vlm.model} ({config.vlm.backend}) loaded",
+            "vlm": (
+                f"{GROUND_TRUTH_BANNER}: {config.vlm.model}"
+                if config.vlm.backend == GROUND_TRUTH
+                else f"{config.vlm.model} ({config.vlm.backend}) loaded"
+            ),
             "lm": f"{config.lm.model} ({config.lm.backend}) loaded",
         }
         return DiagnosticStatus(

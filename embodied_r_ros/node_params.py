@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .config import BACKENDS, DTYPES, QOS_PROFILES, ConfigError, NodeConfig, from_dict
+from .config import BACKENDS, DTYPES, GROUND_TRUTH, QOS_PROFILES, ConfigError, NodeConfig, from_dict
 
 if TYPE_CHECKING:
     from rclpy.node import Node
@@ -40,15 +40,28 @@ class ParamSpec:
     dynamic: bool = False
 
 
+# vlm.backend ground_truth: no model, the simulator's geometry (a measuring instrument, the VLM role only).
+_GROUND_TRUTH_MODEL = (
+    "; with backend ground_truth: the scene.json that `embodied-r synth` wrote beside the bag being played"
+)
+_GROUND_TRUTH_BACKEND = (
+    ", or ground_truth: not a VLM but a measuring instrument for simulator bags, perception computed from "
+    "the scene's geometry (what a perfect VLM would say), to separate reasoning from perception"
+)
+
+
 def _model_specs(role: str, what: str) -> dict[str, ParamSpec]:
     p = role
+    vlm = role == "vlm"
     return {
         f"{p}.model": ParamSpec(
             f"{what}: Hugging Face repo id (in the local cache) or checkpoint directory; served model name "
-            "with backend openai"
+            f"with backend openai{_GROUND_TRUTH_MODEL if vlm else ''}"
         ),
         f"{p}.backend": ParamSpec(
-            "transformers (in-process) or openai (an OpenAI-compatible server such as vLLM)", choices=BACKENDS
+            "transformers (in-process) or openai (an OpenAI-compatible server such as vLLM)"
+            + (_GROUND_TRUTH_BACKEND if vlm else ""),
+            choices=BACKENDS if vlm else tuple(b for b in BACKENDS if b != GROUND_TRUTH),
         ),
         f"{p}.device": ParamSpec("auto, cpu, cuda or cuda:N (transformers backend)"),
         f"{p}.dtype": ParamSpec("weights dtype; auto: bfloat16 on a GPU, float32 on a CPU", choices=DTYPES),
@@ -113,7 +126,8 @@ SPECS: dict[str, ParamSpec] = {
     ),
     "query.publish_keyframes": ParamSpec("publish each answer's key frames on ~/keyframes", dynamic=True),
     "query.pre_encode_keyframes": ParamSpec(
-        "encode new key frames with the VLM's vision tower while idle, so questions find them ready",
+        "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
+        "(nothing to encode with vlm.backend ground_truth)",
         dynamic=True,
     ),
     **_model_specs("vlm", "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct)"),

@@ -6,13 +6,17 @@ key frame j-1 (the action between them and what became visible). Each descriptio
 
 When the frames carry poses, the action comes from odometry (robots know how they moved) and the VLM is
 told the motion; otherwise the VLM's action label is used, as in the paper.
+
+The pipeline, the node and ``embodied-r prepare`` take any :class:`KeyFramePerceiver`: the VLM's
+:class:`Perceiver`, or a measuring instrument that writes the same replies from other knowledge (the
+simulator's ground truth, ``embodied_r_training.ground_truth``); both go through :func:`parse_descriptions`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from . import prompts
 from .backends.base import ChatMessage, ChatRequest, GenerationBackend
@@ -74,6 +78,38 @@ class Description:
         return f"After {self.action}: {self.observation}"
 
 
+@dataclass(frozen=True)
+class PerceptionQuery:
+    """One question over its key frames, as :meth:`KeyFramePerceiver.replies` takes a batch of them."""
+
+    keyframes: Sequence[KeyFrame]
+    question: str
+    options: Sequence[str] = ()
+
+
+class KeyFramePerceiver(Protocol):
+    """What the pipeline needs from perception (the VLM's :class:`Perceiver` or a ground-truth instrument)."""
+
+    @property
+    def label(self) -> str:
+        """The source in logs and data sets: the model name, or e.g. "ground-truth:scene.json"."""
+        ...
+
+    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
+        """The raw replies (one per key frame, in the form the VLM prompts ask for) of several queries."""
+        ...
+
+    def describe(
+        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
+    ) -> list[Description]:
+        """The parsed descriptions of one query's key frames."""
+        ...
+
+    def close(self) -> None:
+        """Release what the perceiver holds (a model, files)."""
+        ...
+
+
 def parse_action(text: str) -> str | None:
     """Map free text (an "Action:" line) to one of the paper's ten labels, or None."""
     lowered = " ".join(text.lower().split())
@@ -115,6 +151,11 @@ class Perceiver:
             )
         self.backend = backend
 
+    @property
+    def label(self) -> str:
+        """The VLM's configured name (what data sets record as their ``vlm``)."""
+        return self.backend.config.model
+
     def requests(
         self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
     ) -> list[ChatRequest]:
@@ -140,14 +181,28 @@ class Perceiver:
             chats.append([system, user])
         return chats
 
+    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
+        """The VLM's replies to several queries, all their key frames in ONE batched generate call."""
+        chats = [chat for q in queries for chat in self.requests(q.keyframes, q.question, q.options)]
+        flat = self.backend.generate(chats) if chats else []
+        replies, start = [], 0
+        for query in queries:
+            replies.append(list(flat[start : start + len(query.keyframes)]))
+            start += len(query.keyframes)
+        return replies
+
     def describe(
         self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
     ) -> list[Description]:
         """Describe all key frames of one query with a single batched generate call."""
         if not keyframes:
             return []
-        replies = self.backend.generate(self.requests(keyframes, question, options))
+        (replies,) = self.replies([PerceptionQuery(keyframes, question, options)])
         return parse_descriptions(keyframes, replies)
+
+    def close(self) -> None:
+        """Release the VLM."""
+        self.backend.close()
 
 
 def parse_descriptions(keyframes: Sequence[KeyFrame], replies: Sequence[str]) -> list[Description]:

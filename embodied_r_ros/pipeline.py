@@ -11,14 +11,16 @@ from typing import Callable, Sequence
 
 from .answers import Answer
 from .backends import BackendError, GenerationBackend, load_backend
-from .config import KeyFrameConfig, ModelConfig, PipelineConfig
+from .config import GROUND_TRUTH, KeyFrameConfig, ModelConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
-from .perception import Perceiver
+from .perception import KeyFramePerceiver, Perceiver
 from .reasoning import Reasoner
 
 log = logging.getLogger(__name__)
 
+# What logs and banners say about vlm.backend ground_truth (never call it a VLM).
+GROUND_TRUTH_BANNER = "ground-truth perception (simulator geometry, not a VLM)"
 # Called with (stage, progress 0..1); stages: "keyframes", "perception", "reasoning", "done".
 ProgressCallback = Callable[[str, float], None]
 
@@ -35,15 +37,46 @@ def _load_role(role: str, key: str, config: ModelConfig, vision: bool) -> Genera
         raise kind(f"cannot load the {role} ({settings}): {why}") from exc
 
 
+def ground_truth_perceiver(config: ModelConfig) -> KeyFramePerceiver:
+    """The simulator's ground-truth perception for ``vlm.backend: ground_truth`` (``vlm.model``: the
+    scene.json of the bag being played): a measuring instrument, not a VLM. Raises :class:`BackendError`
+    naming the setting and the fix."""
+    try:  # training code (world, renderer): imported only here, so the core never needs it
+        from embodied_r_training.ground_truth import GroundTruthError, GroundTruthPerceiver
+    except ImportError as exc:
+        raise BackendError(
+            f"vlm.backend {GROUND_TRUTH} needs the package embodied_r_training (the synthetic world and its "
+            f"renderer), which is not importable ({exc}); install the whole project (`pip install .` in the "
+            "repository, or build it with colcon), or use a VLM backend (transformers, openai)"
+        ) from exc
+    if not config.model.strip():
+        raise BackendError(
+            f"vlm.backend {GROUND_TRUTH} needs vlm.model = the scene.json that `embodied-r synth` wrote "
+            "beside the bag (scene_NNNN/scene.json)"
+        )
+    try:
+        return GroundTruthPerceiver(config.model)
+    except GroundTruthError as exc:
+        where = f"vlm.model = {config.model!r}"
+        raise BackendError(f"cannot use ground-truth perception ({where}): {exc}") from exc
+
+
 class NoFramesError(ValueError):
     """A query whose window holds no frames."""
 
 
 class EmbodiedR:
-    """Answers spatial questions about a clip with a VLM (perception) and an LM (reasoning)."""
+    """Answers spatial questions about a clip with a VLM (perception) and an LM (reasoning).
+
+    ``perceiver`` is the VLM's :class:`Perceiver`, or any other :class:`KeyFramePerceiver` (the simulator's
+    ground truth).
+    """
 
     def __init__(
-        self, perceiver: Perceiver, reasoner: Reasoner, keyframe_config: KeyFrameConfig | None = None
+        self,
+        perceiver: KeyFramePerceiver,
+        reasoner: Reasoner,
+        keyframe_config: KeyFrameConfig | None = None,
     ) -> None:
         self.perceiver = perceiver
         self.reasoner = reasoner
@@ -56,8 +89,13 @@ class EmbodiedR:
 
         A model that cannot be loaded raises :class:`BackendError` (of the original kind, e.g.
         ``ModelNotFoundError``) whose message names the role, its settings, the reason and the fix; a model
-        already loaded is released first.
+        already loaded is released first. ``vlm.backend: ground_truth`` perceives with the simulator's
+        geometry instead of a VLM (:func:`ground_truth_perceiver`).
         """
+        if config.vlm.backend == GROUND_TRUTH:
+            perceiver = ground_truth_perceiver(config.vlm)  # first: it fails fast, before the LM loads
+            log.info("perception: %s, %s", perceiver.label, GROUND_TRUTH_BANNER)
+            return cls(perceiver, Reasoner(_load_role("LM", "lm", config.lm, False)), config.keyframes)
         loaded: list[GenerationBackend] = []
         try:
             for role, key, model_config, vision in (
@@ -118,5 +156,5 @@ class EmbodiedR:
 
     def close(self) -> None:
         """Release both models."""
-        self.perceiver.backend.close()
+        self.perceiver.close()
         self.reasoner.backend.close()

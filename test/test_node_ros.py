@@ -40,6 +40,7 @@ from std_srvs.srv import Trigger
 from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.node import EmbodiedRNode, load_pipeline
+from embodied_r_ros.query_worker import QueryRequest
 from embodied_r_ros.ros_messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.synthetic_clip import synthetic_clip
 
@@ -545,3 +546,37 @@ def test_a_client_in_another_process(system, tmp_path: Path):
 def test_stamp_helpers():
     assert stamp_to_ns(Time(sec=3, nanosec=7)) == 3 * NS_PER_S + 7
     assert stamp_to_ns(ns_to_time(5 * NS_PER_S + 9)) == 5 * NS_PER_S + 9
+
+
+def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_dir, tmp_path: Path):
+    import ground_truth_scene as scene
+
+    values = {
+        "vlm.backend": "ground_truth",
+        "vlm.model": str(scene.write_scene(tmp_path)),
+        "lm.model": str(tiny_models_dir / "lm"),
+        "lm.device": "cpu",
+        "lm.dtype": "float32",
+        "lm.max_new_tokens": 8,
+        "odometry.topic": "",
+        "query.window_s": 600.0,
+    }
+    node = EmbodiedRNode(
+        context=ros_context,
+        node_name="embodied_r_ground_truth",
+        parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],
+    )
+    try:
+        assert node._encode is None  # no vision tower: no key frames to pre-encode
+        diagnostics = {kv.key: kv.value for kv in node.diagnostics().values}
+        assert diagnostics["vlm"].startswith("ground-truth perception (simulator geometry, not a VLM)")
+        image = np.zeros((120, 160, 3), np.uint8)  # ground truth reads the stamps, not the pixels
+        for step in range(17):  # 0 .. 4 s of the scene at 4 Hz
+            node._on_image(rgb_image_message(image, scene.START_NS + step * NS_PER_S // 4, "camera"))
+        outcome = node.ask(QueryRequest("Is the red chair nearer than the yellow lamp?", ("yes", "no")))
+        assert outcome.success, outcome.message
+        descriptions = list(outcome.answer.keyframe_descriptions)
+        assert descriptions[0] == "I see red chair ahead, near, 2 m; yellow lamp left, far, 3.5 m."
+        assert descriptions[1].startswith("After move forward: ")  # no odometry: the instrument's label
+    finally:
+        node.destroy_node()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..config import ModelConfig
+from ..config import GROUND_TRUTH, ModelConfig
 from .base import BackendError, ChatMessage, ChatRequest, GenerationBackend, ModelNotFoundError
 from .loading import resolve_model_dir
 from .openai_backend import OpenAIBackend
@@ -35,6 +35,14 @@ def load_backend(config: ModelConfig, *, vision: bool) -> GenerationBackend:
     Raises :class:`ModelNotFoundError` at once when a transformers model is not on disk, and
     :class:`BackendError` for a model that cannot serve the role (e.g. a text-only model as the VLM).
     """
+    if config.backend == GROUND_TRUTH:
+        role = "the VLM" if vision else "an LM"
+        raise BackendError(
+            f"backend {GROUND_TRUTH} cannot be {role} here: it is no model but perception computed from a "
+            "simulator scene, usable only as the pipeline's VLM (vlm.backend: ground_truth, vlm.model: the "
+            "scene.json that `embodied-r synth` wrote beside the bag); give this model backend transformers "
+            "or openai"
+        )
     if config.backend == "openai":
         return OpenAIBackend(config, vision=vision)
     if config.backend == "transformers":

@@ -1,0 +1,161 @@
+"""Ground-truth perception (a measuring instrument for simulator bags, never a VLM): the descriptions
+against hand-computed geometry, the same parsing as a VLM's replies, and its wiring into the pipeline and
+``embodied-r prepare``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ground_truth_scene as scene
+import pytest
+from embodied_r_training.ground_truth import (
+    GroundTruthError,
+    GroundTruthPerceiver,
+    GroundTruthScenes,
+    direction_words,
+    mentioned_objects,
+    round_distance,
+    scene_file_for_bag,
+)
+from embodied_r_training.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
+
+from embodied_r_ros.backends import BackendError, load_backend
+from embodied_r_ros.config import ModelConfig, PipelineConfig
+from embodied_r_ros.perception import PerceptionQuery, parse_step_reply
+from embodied_r_ros.pipeline import EmbodiedR
+from embodied_r_ros.prompts import ACTIONS
+
+QUESTION = "Is the red chair nearer to me than the yellow lamp?"
+
+
+@pytest.fixture(scope="module")
+def perceiver(tmp_path_factory: pytest.TempPathFactory) -> GroundTruthPerceiver:
+    return GroundTruthPerceiver(scene.write_scene(tmp_path_factory.mktemp("scene")))
+
+
+def test_first_key_frame_lists_what_is_in_view_nearest_first(perceiver: GroundTruthPerceiver) -> None:
+    first = perceiver.replies_for(scene.keyframes((0.0,)), "What is around me?")[0]
+    # Straight ahead, centre 2 m away; 25 deg left, centre 3.31 m away. The blue box is behind the camera
+    # and the green stool hidden behind the red chair: neither is listed.
+    assert first == "I see red chair ahead, near, 2 m; yellow lamp left, far, 3.5 m."
+
+
+def test_an_object_is_hidden_only_by_the_occluder(tmp_path: Path) -> None:
+    open_view = GroundTruthPerceiver(scene.write_scene(tmp_path, with_occluder=False))
+    first = open_view.replies_for(scene.keyframes((0.0,)), "What is around me?")[0]
+    assert "green stool ahead, far, 4 m" in first and "blue box" not in first
+
+
+def test_steps_name_the_true_motion_and_the_question_objects(perceiver: GroundTruthPerceiver) -> None:
+    replies = perceiver.replies_for(scene.keyframes(), QUESTION)
+    assert replies[1] == (
+        "Action: move forward\n"
+        "Observation: Nothing new. Still in view: red chair ahead, near, 1 m; yellow lamp left, near, 2.5 m."
+    )
+    # After turning 60 deg left the lamp (35 deg left before) is 25 deg to the right; the chair is gone.
+    assert replies[2] == (
+        "Action: rotate left\nObservation: Nothing new. Still in view: yellow lamp right, near, 2.5 m."
+    )
+    other = perceiver.replies_for(scene.keyframes(), "How many stools are there?")
+    assert other[1].endswith("Nothing new. Question objects not in view.")
+    assert all(r.split("\n")[0].removeprefix("Action: ") in ACTIONS for r in replies[1:])
+
+
+def test_newly_visible_objects_are_listed_with_where_they_are(perceiver: GroundTruthPerceiver) -> None:
+    # Turning back from 60 deg left to straight ahead brings the red chair back into view.
+    replies = perceiver.replies_for(scene.keyframes((4.0, 0.0)), "Where is the sofa?")
+    assert replies[1].startswith("Action: rotate right\nObservation: New: red chair ahead, near, 2 m")
+
+
+def test_descriptions_have_the_form_a_vlm_reply_gets(perceiver: GroundTruthPerceiver) -> None:
+    keyframes = scene.keyframes()
+    replies = perceiver.replies_for(keyframes, QUESTION)
+    descriptions = perceiver.describe(keyframes, QUESTION)
+    assert descriptions[0].action is None and descriptions[0].observation == replies[0]
+    for description, reply in zip(descriptions[1:], replies[1:], strict=True):
+        assert (description.action, description.observation) == parse_step_reply(reply)
+        assert description.action_source == "vlm"  # the label of the reply, as for a VLM without poses
+    # With poses on the key frames the action is odometry's account, exactly as for a VLM.
+    with_poses = perceiver.describe(scene.keyframes(poses=True), QUESTION)
+    assert with_poses[1].action == "I moved forward 1.0 m" and with_poses[1].action_source == "odometry"
+    assert [d.observation for d in with_poses] == [d.observation for d in descriptions]
+    batch = perceiver.replies([PerceptionQuery(keyframes, QUESTION), PerceptionQuery(keyframes[:1], "x")])
+    assert batch == [replies, replies[:1]]
+    assert perceiver.label == "ground-truth:scene.json"
+
+
+def test_question_objects_come_from_the_text_only() -> None:
+    objects = (
+        SceneObject(1, "chair", "red", BOX, (0.5, 0.5, 0.9), (1.0, 0.0, 0.45)),
+        SceneObject(2, "chair", "blue", BOX, (0.5, 0.5, 0.9), (2.0, 0.0, 0.45)),
+        SceneObject(3, "lamp", "black", CYLINDER, (0.3, 0.3, 1.6), (3.0, 0.0, 0.8)),
+        SceneObject(4, "lamp post", "grey", CYLINDER, (0.3, 0.3, 6.0), (4.0, 0.0, 3.0)),
+        SceneObject(5, "box", "green", BOX, (0.5, 0.5, 0.5), (5.0, 0.0, 0.25)),
+    )
+    world = World(INDOOR, objects, (-5, 5, -5, 5), Room((12.0, 12.0, 3.0)))
+
+    def names(question: str, options: tuple[str, ...] = ()) -> list[str]:
+        return [o.name for o in mentioned_objects(world, question, options)]
+
+    assert names("Which is closer to the red chair?", ("the green box", "the grey lamp post")) == [
+        "red chair",
+        "grey lamp post",
+        "green box",
+    ]
+    assert names("How many chairs appear in this video?") == ["red chair", "blue chair"]
+    assert names("Where is the lamp?") == ["black lamp"]  # a category alone; a lamp post is no lamp
+    assert names("How many boxes are there?") == ["green box"]
+    assert names("How far did I walk?") == []
+
+
+def test_distances_and_directions_in_words() -> None:
+    assert [round_distance(d) for d in (0.1, 1.26, 2.0, 4.6, 4.8, 12.4)] == [0.5, 1.5, 2.0, 4.5, 5.0, 12.0]
+    assert direction_words(0.0, 0.0) == "ahead" and direction_words(-15.0, 0.0) == "ahead-right"
+    assert direction_words(30.0, -50.0) == "left below"
+
+
+def test_key_frames_from_another_recording_are_refused(perceiver: GroundTruthPerceiver) -> None:
+    far = scene.keyframes((0.0, 100.0))
+    with pytest.raises(GroundTruthError, match="not from this scene's bag"):
+        perceiver.replies_for(far, QUESTION)
+
+
+def test_scene_files_of_bags(tmp_path: Path) -> None:
+    bag = tmp_path / "scene_0003" / "bag"
+    assert scene_file_for_bag(bag) == tmp_path / "scene_0003" / "scene.json"
+    assert scene_file_for_bag(bag, "/data/one.json") == Path("/data/one.json")
+    with pytest.raises(GroundTruthError, match="does not exist"):
+        GroundTruthScenes().for_bag(bag)
+    assert GroundTruthScenes().label == "ground-truth:scene.json"
+
+
+def test_ground_truth_is_no_model_for_load_backend() -> None:
+    with pytest.raises(BackendError, match="cannot be an LM"):
+        load_backend(ModelConfig(model="scene.json", backend="ground_truth"), vision=False)
+
+
+def test_pipeline_answers_with_ground_truth_and_the_tiny_lm(
+    perceiver: GroundTruthPerceiver, tiny_models_dir: Path
+) -> None:
+    config = PipelineConfig(
+        vlm=ModelConfig(model=str(perceiver.scene.path), backend="ground_truth"),
+        lm=ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu", dtype="float32", max_new_tokens=8),
+    )
+    pipeline = EmbodiedR.from_config(config)
+    try:
+        answer = pipeline.answer(QUESTION, ["yes", "no"], keyframes=scene.keyframes(poses=True))
+    finally:
+        pipeline.close()
+    assert pipeline.perceiver.label == "ground-truth:scene.json"
+    assert answer.descriptions[0].observation.startswith("I see red chair ahead")
+    assert answer.descriptions[2].action == "I turned left 60 deg"
+    assert answer.choice in (None, "A", "B")
+
+
+def test_pipeline_names_a_missing_scene_file(tmp_path: Path, tiny_models_dir: Path) -> None:
+    config = PipelineConfig(
+        vlm=ModelConfig(model=str(tmp_path / "nowhere.json"), backend="ground_truth"),
+        lm=ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu"),
+    )
+    with pytest.raises(BackendError, match=r"vlm.model = .*nowhere.json.*does not exist"):
+        EmbodiedR.from_config(config)
