@@ -4,6 +4,7 @@ against hand-computed geometry, the same parsing as a VLM's replies, and its wir
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import ground_truth_scene as scene
@@ -159,3 +160,32 @@ def test_pipeline_names_a_missing_scene_file(tmp_path: Path, tiny_models_dir: Pa
     )
     with pytest.raises(BackendError, match=r"vlm.model = .*nowhere.json.*does not exist"):
         EmbodiedR.from_config(config)
+
+
+def test_prepare_with_ground_truth_perception(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from embodied_r_ros.cli import main
+
+    synth = tmp_path / "synth"
+    args = ["--scenes", "1", "--size", "96x72", "--rate", "5", "--duration", "8"]
+    assert main(["synth", "--out", str(synth), *args]) == 0
+    out, cache = tmp_path / "ds", tmp_path / "cache"
+    prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(out), "--cache", str(cache)]
+    assert main([*prepare, "--vlm-backend", "ground_truth", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "ground-truth:scene.json, ground-truth perception (simulator geometry, not a VLM)" in printed
+    records = [
+        json.loads(line)
+        for split in ("train", "val", "test")
+        for line in (out / f"{split}.jsonl").read_text().splitlines()
+    ]
+    assert records and {r["vlm"] for r in records} == {"ground-truth:scene.json"}
+    world = json.loads((synth / "scene_0000" / "scene.json").read_text())["world"]
+    names = {f"{o['colour']} {o['category']}" for o in world["objects"]}
+    prompts = [r["prompt"][1]["content"] for r in records]
+    assert any(name in prompt.split("Question:")[0] for prompt in prompts for name in names)
+    assert all("Frame 1: After I " in p for p in prompts if "Frame 1:" in p)  # odometry actions
+    assert json.loads((out / "summary.json").read_text())["perception"] == "ground-truth:scene.json"
+    assert not cache.exists() or not any(cache.rglob("*.json"))  # the description cache is bypassed
+    # A VLM backend still needs --vlm.
+    assert main([*prepare, "--vlm-backend", "openai"]) == 2
+    assert "--vlm is required with --vlm-backend openai" in capsys.readouterr().err

@@ -5,6 +5,11 @@ its window (:mod:`.bag_reader`), the key frames (``select_keyframes``, the node'
 descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
 the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
 
+``--vlm-backend ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
+(:mod:`.ground_truth`, a measuring instrument for synthetic bags: ``--vlm`` is then the scene file, by
+default the ``scene.json`` beside each bag directory). It is cheaper than a cache lookup, so the description
+cache is bypassed; records say ``vlm: "ground-truth:scene.json"``.
+
 Output directory::
 
     OUT/{train,val,test}.jsonl and .parquet   one record per question (see :func:`build_record`)
@@ -32,12 +37,20 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from embodied_r_ros import prompts
-from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, ModelConfig
 from embodied_r_ros.frames import Frame
 from embodied_r_ros.keyframes import ClipKeyFrameSelector, KeyFrame, SharedFeatures
+from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 
 from .bag_reader import BagReader, BagReadError, BagTopics
 from .description_cache import DescriptionCache, cache_key, generation_settings
+from .ground_truth import (
+    DEFAULT_SCENE_FILE,
+    DESCRIPTION,
+    LABEL_PREFIX,
+    GroundTruthError,
+    GroundTruthScenes,
+)
 from .questions import Question, read_questions
 from .splits import SPLITS, fold_scenes, split_scenes
 
@@ -71,6 +84,16 @@ class PrepareConfig:
     progress: bool = True
     workers: int = field(default_factory=default_workers)  # threads for key-frame features and rules
 
+    @property
+    def ground_truth(self) -> bool:
+        """Whether the descriptions come from the simulator's ground truth instead of a VLM."""
+        return self.vlm.backend == GROUND_TRUTH
+
+    @property
+    def perception_label(self) -> str:
+        """What the records' ``vlm`` column says: the VLM's name, or "ground-truth:scene.json"."""
+        return GroundTruthScenes(self.vlm.model).label if self.ground_truth else self.vlm.model
+
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
@@ -100,7 +123,7 @@ class Item:
     bag: Path
     scene: str
     keyframes: list[KeyFrame]
-    key: str
+    key: str  # description cache key; "" = not cached (ground truth)
     replies: list[str] | None = None
 
 
@@ -113,6 +136,7 @@ class PrepareResult:
     vlm_calls: int = 0
     vlm_requests: int = 0
     cache_hits: int = 0
+    perception: str = ""  # the records' ``vlm``: the VLM's name, or "ground-truth:scene.json"
 
 
 def _load_questions(config: PrepareConfig, failures: list[Failure]) -> list[tuple[Question, Path]]:
@@ -245,16 +269,43 @@ def iter_items(
                 if isinstance(keyframes, BagReadError):
                     failures.append(Failure(question.id, str(keyframes)))
                     continue
-                key = cache_key(
-                    config.vlm.model,
-                    [k.frame for k in keyframes],
-                    question.question,
-                    question.options,
-                    generation_settings(config.vlm),
-                )
+                key = "" if config.ground_truth else _cache_key(config, question, keyframes)
                 yield Item(question, bag, question.bag, keyframes, key)
     finally:
         bar.close()
+
+
+def _cache_key(config: PrepareConfig, question: Question, keyframes: Sequence[KeyFrame]) -> str:
+    return cache_key(
+        config.vlm.model,
+        [k.frame for k in keyframes],
+        question.question,
+        question.options,
+        generation_settings(config.vlm),
+    )
+
+
+class _Perceivers:
+    """The perceiver of each bag: one VLM for all (loaded on first use), or each bag's scene ground truth."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self._vlm: KeyFramePerceiver | None = None
+        self._scenes = GroundTruthScenes(config.model) if config.backend == GROUND_TRUTH else None
+
+    def for_bag(self, bag: Path) -> KeyFramePerceiver:
+        if self._scenes is not None:
+            return self._scenes.for_bag(bag)
+        if self._vlm is None:
+            from embodied_r_ros.backends import load_backend
+            from embodied_r_ros.perception import Perceiver
+
+            self._vlm = Perceiver(load_backend(self.config, vision=True))
+        return self._vlm
+
+    def close(self) -> None:
+        if self._vlm is not None:
+            self._vlm.close()
 
 
 @dataclass
@@ -267,42 +318,52 @@ class VlmStats:
 
 
 def describe_items(
-    config: PrepareConfig, items: Iterable[Item], cache: DescriptionCache, stats: VlmStats
+    config: PrepareConfig,
+    items: Iterable[Item],
+    cache: DescriptionCache,
+    stats: VlmStats,
+    failures: list[Failure],
 ) -> Iterator[Item]:
-    """Yield ``items`` with ``replies`` filled: from the cache at once, else from the VLM in batches.
+    """Yield ``items`` with ``replies`` filled: from the cache at once, else from the perceiver in batches.
 
     Items are consumed lazily and each batch is written to the cache as soon as it is generated, so only
     one batch of key-frame images is held and a kill loses at most the batch in flight. The VLM is loaded
-    on the first miss (a fully cached run never loads it).
+    on the first miss (a fully cached run never loads it). With ground truth, nothing is cached and a bag
+    without its scene file fails its questions by name (``failures``), not the run.
     """
-    perceiver = None
+    perceivers = _Perceivers(config.vlm)
     batch: list[Item] = []
 
     def flush() -> list[Item]:
-        nonlocal perceiver
-        if perceiver is None:
-            from embodied_r_ros.backends import load_backend
-            from embodied_r_ros.perception import Perceiver
-
-            perceiver = Perceiver(load_backend(config.vlm, vision=True))
-        chats = [
-            chat
-            for i in batch
-            for chat in perceiver.requests(i.keyframes, i.question.question, i.question.options)
-        ]
-        replies = perceiver.backend.generate(chats)
-        stats.calls += 1
-        stats.requests += len(chats)
-        start = 0
-        for done in batch:
-            done.replies = list(replies[start : start + len(done.keyframes)])
-            start += len(done.keyframes)
-            cache.put(done.key, done.replies)
-        return list(batch)
+        # One call per perceiver in the batch: the VLM's whole batch at once, ground truth per scene.
+        groups: dict[int, tuple[KeyFramePerceiver, list[Item]]] = {}
+        done: list[Item] = []
+        for item in batch:
+            try:
+                perceiver = perceivers.for_bag(item.bag)
+            except GroundTruthError as exc:
+                failures.append(Failure(item.question.id, str(exc)))
+                continue
+            groups.setdefault(id(perceiver), (perceiver, []))[1].append(item)
+        for perceiver, group in groups.values():
+            queries = [PerceptionQuery(i.keyframes, i.question.question, i.question.options) for i in group]
+            try:
+                replies = perceiver.replies(queries)
+            except GroundTruthError as exc:  # key frames outside the scene's recording: a wrong scene file
+                failures.extend(Failure(i.question.id, str(exc)) for i in group)
+                continue
+            stats.calls += 1
+            stats.requests += sum(len(q.keyframes) for q in queries)
+            for item, item_replies in zip(group, replies, strict=True):
+                item.replies = item_replies
+                if item.key:
+                    cache.put(item.key, item_replies)
+                done.append(item)
+        return done
 
     try:
         for item in items:
-            item.replies = cache.get(item.key)
+            item.replies = cache.get(item.key) if item.key else None
             if item.replies is not None:
                 stats.cache_hits += 1
                 yield item
@@ -314,8 +375,7 @@ def describe_items(
         if batch:
             yield from flush()
     finally:
-        if perceiver is not None:
-            perceiver.backend.close()
+        perceivers.close()
 
 
 def _solution(question: Question) -> str:
@@ -367,16 +427,18 @@ def run_prepare(config: PrepareConfig) -> PrepareResult:
     stats = VlmStats()
     records = []
     items = describe_items(
-        config, iter_items(config, questions, failures), DescriptionCache(config.cache), stats
+        config, iter_items(config, questions, failures), DescriptionCache(config.cache), stats, failures
     )
     for item in items:
-        record = build_record(item, config.vlm.model)
+        record = build_record(item, config.perception_label)
         record["split"] = splits[item.scene]
         if folds:
             record["fold"] = folds[item.scene]
         records.append(record)
     records.sort(key=lambda r: r["id"])
-    return PrepareResult(records, failures, stats.calls, stats.requests, stats.cache_hits)
+    return PrepareResult(
+        records, failures, stats.calls, stats.requests, stats.cache_hits, config.perception_label
+    )
 
 
 def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
@@ -405,6 +467,7 @@ def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
         "vlm_calls": result.vlm_calls,
         "vlm_requests": result.vlm_requests,
         "cache_hits": result.cache_hits,
+        "perception": result.perception,
         "tasks": {task: dict(counts) for task, counts in sorted(per_task.items())},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -451,10 +514,16 @@ def summary_table(summary: dict[str, Any]) -> str:
     for task, counts in summary["tasks"].items():
         row = [counts.get(s, 0) for s in SPLITS]
         lines.append(f"{task:<20}" + "".join(f"{n:>7}" for n in row) + f"{sum(row):>7}")
-    lines.append(
-        f"{summary['records']} records, {summary['failures']} failures, {summary['vlm_calls']} VLM calls "
-        f"({summary['vlm_requests']} requests), {summary['cache_hits']} cache hits"
-    )
+    counts = f"{summary['records']} records, {summary['failures']} failures, "
+    perception = summary.get("perception", "")
+    if perception.startswith(LABEL_PREFIX):
+        lines.append(f"descriptions: {perception}, {DESCRIPTION}")
+        lines.append(counts + f"{summary['vlm_requests']} key frames described from the scene geometry")
+    else:
+        lines.append(
+            counts + f"{summary['vlm_calls']} VLM calls ({summary['vlm_requests']} requests), "
+            f"{summary['cache_hits']} cache hits"
+        )
     return "\n".join(lines)
 
 
@@ -479,8 +548,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "questions", type=Path, nargs="+", help="questions.jsonl file(s); bags relative to them"
     )
     parser.add_argument("--out", type=Path, required=True, help="output data-set directory")
-    parser.add_argument("--vlm", required=True, help="VLM: local directory or served model name")
-    parser.add_argument("--vlm-backend", default="transformers", choices=["transformers", "openai"])
+    parser.add_argument(
+        "--vlm",
+        help="VLM: local directory or served model name; with --vlm-backend ground_truth the scene file: a "
+        f"bare name is looked up beside each bag directory (default {DEFAULT_SCENE_FILE})",
+    )
+    parser.add_argument(
+        "--vlm-backend",
+        default="transformers",
+        choices=["transformers", "openai", GROUND_TRUTH],
+        help="transformers, openai, or ground_truth: no VLM, a measuring instrument for `embodied-r synth` "
+        "bags that describes key frames from the scene's geometry (what a perfect VLM would say)",
+    )
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backend: server URL")
     parser.add_argument("--concurrency", type=int, default=8, help="openai backend: requests in flight")
     parser.add_argument("--device", default="auto")
@@ -506,8 +585,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     """Run ``embodied-r prepare``: 0 when every question became a record, 1 when anything failed."""
+    if not args.vlm and args.vlm_backend != GROUND_TRUTH:
+        raise ConfigError(
+            f"--vlm is required with --vlm-backend {args.vlm_backend} (a VLM directory or served model "
+            f"name); or describe synthetic bags with --vlm-backend {GROUND_TRUTH}"
+        )
     vlm = ModelConfig(
-        model=args.vlm,
+        model=args.vlm or DEFAULT_SCENE_FILE,
         backend=args.vlm_backend,
         base_url=args.base_url,
         max_concurrency=args.concurrency,
