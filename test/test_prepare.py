@@ -310,3 +310,16 @@ def test_openai_server_gets_several_requests_in_flight(worlds, tmp_path) -> None
     assert 1 < server.most_in_flight <= 4
     record = _records(tmp_path / "ds")[0]
     assert record["vlm"] == "served-72b" and "Observe: A red chair." in record["prompt"][1]["content"]
+
+
+def test_max_keyframes_caps_every_record_keeping_first_and_last(worlds, prepared, tmp_path) -> None:
+    out = tmp_path / "capped"
+    args = ["prepare", str(worlds["mcap"]), "--out", str(out), "--vlm-backend", "ground_truth"]
+    assert main([*args, "--max-keyframes", "4", "--no-progress"]) == 0
+    full = {r["id"]: r["keyframe_stamps_ns"] for r in _records(prepared[0])}
+    capped = {r["id"]: r["keyframe_stamps_ns"] for r in _records(out)}
+    assert capped.keys() == full.keys() and any(len(s) > 4 for s in full.values())
+    for key, stamps in capped.items():
+        assert len(stamps) == min(4, len(full[key])) and set(stamps) <= set(full[key])
+        assert (stamps[0], stamps[-1]) == (full[key][0], full[key][-1])
+    assert main([*args, "--max-keyframes", "1", "--no-progress"]) == 2  # below min_keyframes: one clear error

@@ -576,6 +576,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--folds", type=int, default=0, help="add a fold column with K folds by scene")
     parser.add_argument("--batch-size", type=int, default=32, help="VLM requests per generate call")
     parser.add_argument(
+        "--max-keyframes",
+        type=int,
+        default=KeyFrameConfig().max_keyframes,
+        help="key frames per question at most (paper: 32; fewer make shorter prompts, as the node's "
+        "keyframes.max_keyframes does)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=default_workers(), help="threads for key frames (default: all cores)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -598,7 +605,12 @@ def run_prepare_command(args: argparse.Namespace) -> int:
         device=args.device,
         max_new_tokens=args.max_new_tokens,
     )
+    try:
+        keyframes = KeyFrameConfig(max_keyframes=args.max_keyframes)
+    except ConfigError as exc:
+        raise ConfigError(f"--max-keyframes {args.max_keyframes}: {exc}") from exc
     config = PrepareConfig(
+        keyframes=keyframes,
         questions=list(args.questions),
         out=args.out,
         vlm=vlm,

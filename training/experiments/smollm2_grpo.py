@@ -1,0 +1,383 @@
+"""Does GRPO make a real pretrained LM a better spatial reasoner? SmolLM2-135M-Instruct on the CPU.
+
+One command reproduces the whole table and the plots (resumable: each finished stage is skipped, an
+interrupted GRPO run continues from its last checkpoint):
+
+    python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood]
+
+Perception is simulator ground truth (``prepare --vlm-backend ground_truth``): a measuring instrument that
+says what a perfect VLM would say, so the numbers measure the REASONER, as in the paper's analysis that
+separates perception from reasoning. It is not a VLM and no figure here is a VLM's.
+
+1. Data: ``embodied-r synth`` writes four sets of scenes from seeds used nowhere else: training and
+   held-out test scenes, indoor (rooms walked through) and outdoor (drone flights); ``embodied-r prepare``
+   with ground-truth perception turns each into a data set. ``train_all``/``test_all`` join indoor and
+   outdoor (ids prefixed ``indoor/``, ``outdoor/``).
+2. Runs (``embodied-r train`` code, config ``--config``, default ``training/configs/smollm2_cpu.yaml``):
+   * ``grpo_all``: the format warm start, then GRPO with the paper's staged rewards on ``train_all``;
+     its ``warm_start/`` is the "warm start only" system;
+   * ``sft_all``: supervised fine-tuning on the same questions with the ground-truth answers as targets
+     (``method: sft``), the same budget in questions seen (warm start + GRPO prompts);
+   * ``--parts ood``: the same pair trained on indoor scenes only and on outdoor scenes only.
+3. Evaluation (``embodied-r eval`` on the held-out test scenes, greedy, the GRPO completion length):
+   chance, untrained SmolLM2, warm start only, GRPO, SFT; with ``ood`` each indoor/outdoor-trained model on
+   both test sets. ``embodied-r compare`` makes the table with 95 % bootstrap intervals and paired
+   differences against the untrained and warm-start-only models.
+
+Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json,png}``, reward and length
+curves of the GRPO run in ``OUT/runs/grpo_all/plots/``, ``OUT/summary.json`` (settings, stage times), and
+copies the figures to ``--figures`` (default docs/figures/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("smollm2_grpo")
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = REPO / "training" / "configs" / "smollm2_cpu.yaml"
+ENVS = ("indoor", "outdoor")
+# Scene sets: (role, environment) -> synth seed. Test seeds are never used for training data.
+SEEDS = {
+    ("train", "indoor"): 1001,
+    ("train", "outdoor"): 1002,
+    ("test", "indoor"): 2001,
+    ("test", "outdoor"): 2002,
+}
+LABELS = {
+    "chance": "chance",
+    "untrained": "untrained SmolLM2",
+    "warm": "warm start only",
+    "grpo": "GRPO (staged rewards)",
+    "sft": "SFT (same questions)",
+}
+
+
+def cli(args: list[str]) -> None:
+    """Run one ``embodied-r`` command in-process (the users' code path); a failure stops the experiment."""
+    from embodied_r_ros.cli import main
+
+    logger.info("embodied-r %s", " ".join(args))
+    status = main(args)
+    if status != 0:
+        raise SystemExit(f"embodied-r {args[0]} failed with status {status}: embodied-r {' '.join(args)}")
+
+
+class Stages:
+    """Times each stage and skips the ones whose output already exists (so a rerun resumes)."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / "times.json"
+        self.times: dict[str, float] = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def run(self, name: str, done: Path, work: Any) -> None:
+        if done.exists():
+            logger.info("%s: done already (%s)", name, done)
+            return
+        logger.info("%s: starting", name)
+        start = time.perf_counter()
+        work()
+        self.times[name] = round(time.perf_counter() - start, 1)
+        self.path.write_text(json.dumps(self.times, indent=1) + "\n")
+        logger.info("%s: %.0f s", name, self.times[name])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data
+
+
+def _merge(parts: dict[str, Path], split: str, out: Path) -> None:
+    """One data set from several prepared ones: ``split`` rows with ids and scenes prefixed by the key."""
+    from datasets import Dataset
+
+    rows = []
+    for prefix, path in parts.items():
+        for line in (path / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                row["id"], row["scene"] = f"{prefix}/{row['id']}", f"{prefix}/{row['scene']}"
+                rows.append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
+
+
+def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str, Path]:
+    """The four prepared sets and the two joined ones (see the module docstring); returns name -> dir."""
+    data: dict[str, Path] = {}
+    for (role, env), seed in SEEDS.items():
+        name = f"{role}_{env}"
+        synth, prepared = out / "synth" / name, out / "data" / name
+        scenes = args.train_scenes if role == "train" else args.test_scenes
+        command = ["synth", "--out", str(synth), "--scenes", str(scenes), "--seed", str(seed)]
+        command += ["--size", args.size, "--duration", str(args.duration)]
+        stages.run(f"synth {name}", synth / "questions.jsonl", lambda c=command, e=env: cli(
+            [*c, *(["--outdoor"] if e == "outdoor" else [])]
+        ))  # fmt: skip
+        fractions = "1,0,0" if role == "train" else "0,0,1"
+        prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--vlm-backend"]
+        prepare += [
+            "ground_truth",
+            "--split",
+            fractions,
+            "--max-keyframes",
+            str(args.max_keyframes),
+            "--no-progress",
+        ]
+        stages.run(f"prepare {name}", prepared / "summary.json", lambda p=prepare: cli(p))
+        data[name] = prepared
+    for role, split in (("train", "train"), ("test", "test")):
+        joined = out / "data" / f"{role}_all"
+        parts = {env: data[f"{role}_{env}"] for env in ENVS}
+        stages.run(
+            f"join {role}_all",
+            joined / f"{split}.parquet",
+            lambda p=parts, s=split, j=joined: _merge(p, s, j),
+        )
+        data[f"{role}_all"] = joined
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------
+# Training
+
+
+def sft_steps(config: Any) -> int:
+    """SFT steps (of warm_start.batch_size questions) that see as many questions as warm start + GRPO."""
+    grpo = config.grpo
+    prompts_per_step = int(grpo["per_device_train_batch_size"]) * int(
+        grpo.get("gradient_accumulation_steps", 1)
+    )
+    prompts_per_step //= int(grpo["num_generations"])
+    seen = config.warm_start.steps * config.warm_start.batch_size + int(grpo["max_steps"]) * prompts_per_step
+    return -(-seen // config.warm_start.batch_size)
+
+
+def train_runs(
+    out: Path,
+    args: argparse.Namespace,
+    data: dict[str, Path],
+    stages: Stages,
+    envs: list[str],
+    methods: list[str],
+) -> dict[str, Path]:
+    """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor");
+    returns run name -> dir."""
+    from embodied_r_training.train import NODE_PARAMS, train
+    from embodied_r_training.train_config import load_train_config
+
+    base = load_train_config(args.config)
+    runs: dict[str, Path] = {}
+    for env in envs:
+        for method in methods:
+            name = f"{method}_{env}"
+            run_dir = out / "runs" / name
+            overrides = [f"output_dir={run_dir}", f"data.path={data[f'train_{env}']}", f"model={args.model}"]
+            if method == "sft":
+                overrides += ["method=sft", f"warm_start.steps={sft_steps(base)}"]
+            config = load_train_config(args.config, overrides)
+            stages.run(
+                f"train {name}", run_dir / "final" / NODE_PARAMS, lambda c=config: train(c, resume=True)
+            )
+            runs[name] = run_dir
+    return runs
+
+
+# ----------------------------------------------------------------------------------------------------
+# Evaluation
+
+
+def systems(args: argparse.Namespace, env: str) -> dict[str, list[str]]:
+    """The eval arguments of each system trained on ``env`` (plus chance/untrained for "all")."""
+    from embodied_r_training.warm_start import WARM_START_DIR
+
+    runs = args.out.resolve() / "runs"
+    grpo, sft = runs / f"grpo_{env}", runs / f"sft_{env}"
+    found = {
+        "warm": ["--lm", str(grpo / WARM_START_DIR)],
+        "grpo": ["--lm", str(grpo / WARM_START_DIR), "--adapter", str(grpo / "final")],
+        "sft": ["--lm", str(sft / "final")],
+    }
+    if not (grpo / "final" / "adapter_config.json").is_file():  # full fine-tuning: final holds the model
+        found["grpo"] = ["--lm", str(grpo / "final")]
+    if env == "all":
+        untrained = ["--system", "untrained", "--lm", str(args.model)]
+        found = {"chance": ["--system", "chance"], "untrained": untrained, **found}
+    return found
+
+
+def evaluate(
+    out: Path, args: argparse.Namespace, dataset: Path, name: str, system: list[str], stages: Stages
+):
+    target = out / "eval" / name
+    command = ["eval", str(dataset), "--split", "test", "--out", str(target), "--device", "cpu"]
+    command += [
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--batch-size",
+        str(args.eval_batch),
+        "--no-progress",
+        "--dtype",
+        args.eval_dtype,
+    ]
+    stages.run(f"eval {name}", target / "metrics.json", lambda: cli([*command, *system]))
+    return target
+
+
+def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
+    """In- vs out-of-distribution multiple-choice accuracy of SFT and GRPO, with bootstrap intervals."""
+    from embodied_r_training.compare import load_run
+    from embodied_r_training.stats import bootstrap_ci
+
+    rows = []
+    for (method, train_env, test_env), path in sorted(results.items()):
+        run = load_run(str(path))
+        mc = [p["score"] for p in run.predictions.values() if p["form"] == "mc"]
+        interval = bootstrap_ci(mc)
+        accuracy = interval.as_dict() if interval else None
+        rows.append(
+            {
+                "method": method, "train": train_env, "test": test_env, "n": len(mc),
+                "in_distribution": train_env == test_env, "mc_accuracy": accuracy,
+            }
+        )  # fmt: skip
+    lines = [
+        "| method | trained on | test: same environment (ID) | test: other environment (OOD) | OOD - ID |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for method in ("sft", "grpo"):
+        for env in ENVS:
+            cell = {r["in_distribution"]: r for r in rows if r["method"] == method and r["train"] == env}
+            if len(cell) < 2:
+                continue
+
+            def fmt(r: dict[str, Any]) -> str:
+                ci = r["mc_accuracy"]
+                return f"{100 * ci['mean']:.1f} [{100 * ci['low']:.1f}, {100 * ci['high']:.1f}] (n={r['n']})"
+
+            drop = 100 * (cell[False]["mc_accuracy"]["mean"] - cell[True]["mc_accuracy"]["mean"])
+            lines.append(
+                f"| {LABELS[method]} | {env} | {fmt(cell[True])} | {fmt(cell[False])} | {drop:+.1f} |"
+            )
+    table = {"rows": rows, "markdown": "\n".join(lines) + "\n"}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ood.json").write_text(json.dumps(table, indent=1) + "\n")
+    (out / "ood.md").write_text(table["markdown"])
+    return table
+
+
+# ----------------------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path("out/smollm2"))
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="GRPO config (smollm2_cpu.yaml)")
+    parser.add_argument("--model", type=Path, default=REPO / ".cache" / "models" / "smollm2",
+                        help="the converted SmolLM2 directory (built here when missing)")  # fmt: skip
+    parser.add_argument(
+        "--parts", default="main,ood", help="main (all scenes) and/or ood (indoor vs outdoor)"
+    )
+    parser.add_argument("--train-scenes", type=int, default=12, help="training scenes per environment")
+    parser.add_argument(
+        "--test-scenes", type=int, default=7, help="held-out scenes per environment (~25 q. each)"
+    )
+    parser.add_argument("--size", default="320x240", help="rendered image size (key frames are chosen on it)")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per scene")
+    parser.add_argument(
+        "--max-keyframes",
+        type=int,
+        default=8,
+        help="key frames per question (paper 32; prompt length on a CPU)",
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=0, help="eval completion limit (0: the config's)"
+    )
+    parser.add_argument("--eval-batch", type=int, default=16)
+    parser.add_argument(
+        "--eval-dtype", default="bfloat16", help="eval weights (bfloat16: 2x faster on the CPU)"
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--figures", type=Path, default=REPO / "docs" / "figures")
+    return parser.parse_args()
+
+
+def main() -> int:
+    import torch
+    from embodied_r_training.compare import compare, load_run, write_comparison
+    from embodied_r_training.plots import load_log_history, plot_training_curves
+    from embodied_r_training.train_config import load_train_config
+
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts <= {"main", "ood", "data"}:
+        raise SystemExit(f"--parts takes main and/or ood (or data), got {args.parts!r}")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    config = load_train_config(args.config)
+    args.max_new_tokens = args.max_new_tokens or int(config.grpo["max_completion_length"])
+    stages = Stages(out)
+    if parts == {"data"}:
+        build_data(out, args, stages)
+        return 0
+    if not (args.model / "config.json").is_file():
+        stages.run(
+            "convert SmolLM2", args.model / "config.json", lambda: cli(["models", "smollm2", str(args.model)])
+        )
+    data = build_data(out, args, stages)
+
+    summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
+    if "main" in parts:
+        # GRPO and its baselines first, then the SFT comparison: the main table is ready soonest.
+        runs = train_runs(out, args, data, stages, ["all"], ["grpo"])
+        evals = {}
+        for key, system in systems(args, "all").items():
+            if key == "sft":
+                runs.update(train_runs(out, args, data, stages, ["all"], ["sft"]))
+            evals[key] = evaluate(out, args, data["test_all"], key, system, stages)
+        result = compare([load_run(f"{LABELS[k]}={p}") for k, p in evals.items()],
+                         [LABELS["untrained"], LABELS["warm"]])  # fmt: skip
+        files = write_comparison(result, out / "tables" / "main")
+        curves = plot_training_curves(load_log_history(runs["grpo_all"]), runs["grpo_all"] / "plots")
+        summary["tables"]["main"] = result
+        for source, name in (
+            (files[2], "smollm2_main.png"),
+            *((c, f"smollm2_grpo_{c.name}") for c in curves),
+        ):
+            args.figures.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, args.figures / name)
+        print((out / "tables" / "main" / "comparison.md").read_text())
+    if "ood" in parts:
+        train_runs(out, args, data, stages, list(ENVS), ["grpo", "sft"])
+        results = {}
+        for train_env in ENVS:
+            for key in ("grpo", "sft"):
+                system = systems(args, train_env)[key]
+                for test_env in ENVS:
+                    name = f"ood/{key}_{train_env}_on_{test_env}"
+                    results[(key, train_env, test_env)] = evaluate(
+                        out, args, data[f"test_{test_env}"], name, system, stages
+                    )
+        summary["tables"]["ood"] = ood_table(results, out / "tables")
+        print(summary["tables"]["ood"]["markdown"])
+    summary["times_s"] = stages.times
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    print(f"summary {out / 'summary.json'}; stage times (s): {stages.times}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
