@@ -326,7 +326,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_ask(args: argparse.Namespace) -> int:
     """Ask the questions given on the command line or in --questions; see the module docstring."""
-    from .report import entry_from_answer, grade, write_report
+    from .report import entry_from_answer, grade, score_summary, write_report
 
     try:
         if args.questions:
@@ -373,17 +373,18 @@ def run_ask(args: argparse.Namespace) -> int:
                 _as_json(result, question, score) if args.json else describe(result, question, score) + "\n",
                 flush=True,
             )
-            if args.report:
-                entry = entry_from_answer(
-                    answer,
-                    images=result.images,
-                    success=result.success,
-                    message=result.message,
-                    ground_truth=question.ground_truth,
-                    round_trip_s=result.round_trip_s,
-                )
-                entry.question, entry.options = question.question, list(question.options)
-                entries.append(entry)
+            entry = entry_from_answer(
+                answer,
+                images=result.images,
+                success=result.success,
+                message=result.message,
+                ground_truth=question.ground_truth,
+                round_trip_s=result.round_trip_s,
+            )
+            entry.question, entry.options = question.question, list(question.options)
+            entries.append(entry)
+        if len(questions) > 1 and not args.json:
+            print(f"Scores: {score_summary(entries)}.", flush=True)
         if args.report:
             path = write_report(args.report, entries, banner=args.banner)
             if not args.json:

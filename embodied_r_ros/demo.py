@@ -1,13 +1,21 @@
 """``embodied-r demo``: a synthetic scene, the node, the bag played to it, its questions asked over ROS.
 
-    embodied-r demo [--vlm M --lm M] [--out out/demo] [--questions 6] [--rate 2]
+    embodied-r demo [--lm M | --lm-params FILE] [--out out/demo] [--questions 6] [--rate 2]
+    embodied-r demo --perception vlm --vlm M --lm M   # a real VLM instead of ground-truth perception
+    embodied-r demo --smoke     # tiny random-weight VLM and LM (every code path, meaningless answers)
     embodied-r demo --core      # the core pipeline in-process, no ROS (see demo_core.py)
 
-1. ``embodied-r synth`` renders one scene (a rosbag2 and its ground-truth questions);
-2. ``embodied-r run`` starts the ``embodied_r`` node (tiny random-weight models unless --vlm/--lm);
+1. ``embodied-r synth`` renders one scene (a rosbag2, its ground-truth questions and ``scene.json``);
+2. ``embodied-r run`` starts the ``embodied_r`` node. By default its reasoner is a real pretrained LM: the
+   GRPO-trained SmolLM2 of ``training/experiments/smollm2_grpo.py`` when that experiment's output is
+   there (``--lm-params``), else SmolLM2-135M-Instruct as pretrained. Its perception is simulator
+   ground truth (``vlm.backend: ground_truth`` reading the scene's ``scene.json``): a measuring instrument
+   that says what a perfect VLM would say, because no VLM weights can be installed offline. Both are
+   named in the banner and the report;
 3. ``embodied-r play`` publishes the bag's camera and odometry to it;
 4. the scene's questions go to the node's ``~/ask`` service; each answer is printed next to its ground
-   truth, and ``OUT/report.html`` shows the key frames, descriptions, reasoning and latencies.
+   truth with the scores at the end, and ``OUT/report.html`` shows the key frames, descriptions,
+   reasoning and latencies.
 
 Each step is the same command a user runs by hand; the node and the player are separate processes, so the
 messages really cross DDS.
@@ -28,6 +36,12 @@ from pathlib import Path
 from embodied_r_training.synth import parse_size
 
 DEMO_SEED = 0
+# What training/experiments/smollm2_grpo.py leaves behind: the node parameters of its GRPO reasoner.
+TRAINED_REASONER = Path("out/smollm2/runs/grpo_all/final/node_params.yaml")
+GROUND_TRUTH_NOTE = (
+    "Perception: GROUND-TRUTH PERCEPTION from the simulator's geometry ({scene}), a measuring instrument "
+    "that says what a perfect VLM would say; it is NOT a VLM (none can be installed offline here)."
+)
 SMOKE_BANNER = (
     "SMOKE RUN with RANDOM-WEIGHT tiny models: the node, DDS, key frames, the batched VLM call, the LM and\n"
     "the parsing are all real, but the descriptions and answers are noise. For real answers:\n"
@@ -44,8 +58,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--core", action="store_true", help="run the core pipeline in-process instead (no ROS)"
     )
-    parser.add_argument("--vlm", default="", help="VLM repo id or directory (default: tiny smoke model)")
-    parser.add_argument("--lm", default="", help="LM repo id or directory (default: tiny smoke model)")
+    parser.add_argument(
+        "--perception",
+        choices=["ground-truth", "vlm"],
+        default="ground-truth",
+        help="ground-truth: the simulator's geometry (default); vlm: the VLM given by --vlm",
+    )
+    parser.add_argument("--vlm", default="", help="--perception vlm: VLM repo id or directory")
+    parser.add_argument(
+        "--lm",
+        default="",
+        help="reasoning LM, repo id or directory (default: the trained reasoner of --lm-params when it "
+        "exists, else SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument(
+        "--lm-params",
+        type=Path,
+        default=TRAINED_REASONER,
+        help=f"node parameters of a trained reasoner, from embodied-r train ({TRAINED_REASONER})",
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny random-weight VLM and LM: all code paths, noise answers"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument(
         "--out", type=Path, default=Path("out/demo"), help="scene, answers and report go here"
@@ -57,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
     parser.add_argument("--questions", type=int, default=6, help="how many of the scene's questions to ask")
     parser.add_argument(
-        "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models)"
+        "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models, else 128)"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
 
@@ -81,6 +115,29 @@ def pick_questions(path: Path, count: int) -> list[dict]:
     return picked
 
 
+def default_smollm2_dir() -> Path:
+    """The converted SmolLM2: ``$EMBODIED_R_SMOLLM2`` (set by make), else .cache/models/smollm2."""
+    return Path(os.environ.get("EMBODIED_R_SMOLLM2") or Path(".cache") / "models" / "smollm2")
+
+
+def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The node flags that load the reasoning LM, and its name for the banner and the report."""
+    if args.lm:
+        return ["--lm", args.lm], f"Reasoner: {args.lm}."
+    if args.lm_params and args.lm_params.is_file():
+        import yaml
+
+        lm = yaml.safe_load(args.lm_params.read_text())["/**/embodied_r"]["ros__parameters"]["lm"]
+        trained = f"{lm['model']}" + (f" + adapter {lm['adapter']}" if lm.get("adapter") else "")
+        return ["--params-file", str(args.lm_params)], (
+            f"Reasoner: SmolLM2-135M-Instruct trained with GRPO ({trained})."
+        )
+    from .backends.smollm2 import ensure_smollm2
+
+    path = ensure_smollm2(default_smollm2_dir())
+    return ["--lm", str(path)], f"Reasoner: SmolLM2-135M-Instruct, pretrained, not trained here ({path})."
+
+
 def _command() -> list[str]:
     """How to start ``embodied-r`` itself in a child process."""
     installed = shutil.which("embodied-r")
@@ -97,7 +154,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
     from .backends.tiny_models import default_tiny_models_dir
 
-    smoke = not (args.vlm and args.lm)
+    smoke = args.smoke
+    if args.perception == "vlm" and not smoke and not args.vlm:
+        print("embodied-r demo: error: --perception vlm needs --vlm MODEL (or --smoke)", file=sys.stderr)
+        return 2
     if smoke:
         print("=" * 100 + "\n" + SMOKE_BANNER + "\n" + "=" * 100, flush=True)
     out = args.out
@@ -116,13 +176,21 @@ def run_demo(args: argparse.Namespace) -> int:
 
     node_cmd = [*_command(), "run", "--device", args.device]
     node_cmd += ["--set", f"query.window_s={args.duration + 1.0}", "--set", "camera.qos=reliable"]
-    tokens = args.max_new_tokens or (48 if smoke else 0)
-    if tokens:
-        node_cmd += ["--max-new-tokens", str(tokens)]
+    node_cmd += ["--max-new-tokens", str(args.max_new_tokens or (48 if smoke else 128))]
+    banner = SMOKE_BANNER.replace("\n", " ")
     if smoke:
         node_cmd += ["--tiny-models", str(default_tiny_models_dir())]
     else:
-        node_cmd += ["--vlm", args.vlm, "--lm", args.lm]
+        lm_flags, banner = reasoner(args)
+        node_cmd += lm_flags
+        if args.perception == "vlm":
+            node_cmd += ["--vlm", args.vlm]
+            banner += f" Perception: the VLM {args.vlm}."
+        else:
+            scene = scene_dir / "scene.json"
+            node_cmd += ["--set", "vlm.backend=ground_truth", "--set", f"vlm.model={scene}"]
+            banner += " " + GROUND_TRUTH_NOTE.format(scene=scene)
+        print("=" * 100 + "\n" + banner + "\n" + "=" * 100, flush=True)
     print("[2/4] starting the node: " + " ".join(node_cmd), flush=True)
     node = subprocess.Popen(node_cmd, start_new_session=True)
     try:
@@ -151,9 +219,7 @@ def run_demo(args: argparse.Namespace) -> int:
         report = out / "report.html"
         print(f"[4/4] asking {len(questions)} questions over the ~/ask service ...", flush=True)
         ask_cmd = [*_command(), "ask", "--questions", str(asked), "--report", str(report), "--wait", "120"]
-        ask_cmd += ["--timeout", str(args.timeout)]
-        if smoke:
-            ask_cmd += ["--banner", SMOKE_BANNER.replace("\n", " ")]
+        ask_cmd += ["--timeout", str(args.timeout), "--banner", banner]
         answered = subprocess.run(ask_cmd, check=False)
         if smoke:
             print("Reminder: random-weight smoke models; the answers above are not meaningful.")

@@ -173,13 +173,24 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}
 """
 
 
+def score_summary(entries: Sequence[ReportEntry]) -> str:
+    """One line: questions asked and answered, and the scores against ground truth (multiple-choice
+    accuracy and numeric mean relative accuracy, each over the questions with a readable ground truth)."""
+    summary = f"{len(entries)} questions, {sum(x.success for x in entries)} answered"
+    for label, of_kind in (
+        ("multiple-choice accuracy", [x for x in entries if x.options]),
+        ("numeric MRA", [x for x in entries if not x.options]),
+    ):
+        scores = [grade(x.options, x.choice, x.value, x.ground_truth) for x in of_kind]
+        scored = [score for score in scores if score is not None]
+        if scored:
+            summary += f"; {label} {sum(scored) / len(scored):.2f} over {len(scored)} with ground truth"
+    return summary
+
+
 def render_report(entries: Sequence[ReportEntry], title: str = "Embodied-R answers", banner: str = "") -> str:
     """The report as one HTML document (see the module docstring)."""
-    scores = [grade(x.options, x.choice, x.value, x.ground_truth) for x in entries]
-    scored = [s for s in scores if s is not None]
-    summary = f"{len(entries)} questions, {sum(x.success for x in entries)} answered"
-    if scored:
-        summary += f"; mean score {sum(scored) / len(scored):.2f} over {len(scored)} with ground truth"
+    summary = score_summary(entries)
     banner_html = f'<p class="banner">{html.escape(banner)}</p>' if banner else ""
     sections = "".join(_entry_html(i + 1, entry) for i, entry in enumerate(entries))
     return (

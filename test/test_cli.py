@@ -58,6 +58,7 @@ def test_ros_demo_answers_a_synthetic_scene_over_dds(tiny_models_dir, tmp_path, 
     out = tmp_path / "demo"
     result = _run(
         "demo",
+        "--smoke",
         "--out",
         str(out),
         "--duration",
@@ -76,3 +77,27 @@ def test_ros_demo_answers_a_synthetic_scene_over_dds(tiny_models_dir, tmp_path, 
     report = (out / "report.html").read_text()
     assert report.count("data:image/jpeg;base64,") >= 4  # the key frames came back over ~/keyframes
     assert (out / "scene_0000" / "preview.png").is_file()
+
+
+def test_ros_demo_answers_with_the_real_lm_and_ground_truth_perception(smollm2_dir, tmp_path, ros_domain):
+    """`make demo` by default: the pretrained SmolLM2 reasons over ground-truth descriptions, and the
+    banner and the report name both (the ground truth as a measuring instrument, not a VLM)."""
+    out = tmp_path / "demo"
+    command = ["demo", "--out", str(out), "--duration", "6", "--rate", "4", "--questions", "2"]
+    result = subprocess.run(
+        [shutil.which("embodied-r"), *command, "--max-new-tokens", "24"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,  # no trained reasoner under out/ here
+        env={**os.environ, "EMBODIED_R_SMOLLM2": str(smollm2_dir)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "RANDOM-WEIGHT" not in result.stdout
+    assert "SmolLM2-135M-Instruct, pretrained" in result.stdout and "GROUND-TRUTH PERCEPTION" in result.stdout
+    assert result.stdout.count("ground truth:") == 2 and "Scores: 2 questions, 2 answered" in result.stdout
+    report = (out / "report.html").read_text()
+    assert "SmolLM2-135M-Instruct" in report and "NOT a VLM" in report
+    assert "2 questions, 2 answered" in report and "ground-truth perception" in report.lower()
+
+
+def test_demo_smoke_flag_keeps_the_random_weight_path_and_vlm_needs_a_model(tmp_path):
+    result = _run("demo", "--perception", "vlm", "--out", str(tmp_path / "x"))
+    assert result.returncode == 2 and "--perception vlm needs --vlm" in result.stderr
