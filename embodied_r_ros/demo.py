@@ -61,10 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--perception",
         choices=["ground-truth", "vlm"],
-        default="ground-truth",
-        help="ground-truth: the simulator's geometry (default); vlm: the VLM given by --vlm",
+        default=None,
+        help="ground-truth: the simulator's geometry (the default without --vlm); vlm: the VLM of --vlm",
     )
-    parser.add_argument("--vlm", default="", help="--perception vlm: VLM repo id or directory")
+    parser.add_argument("--vlm", default="", help="VLM repo id or directory (implies --perception vlm)")
     parser.add_argument(
         "--lm",
         default="",
@@ -155,6 +155,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from .backends.tiny_models import default_tiny_models_dir
 
     smoke = args.smoke
+    args.perception = args.perception or ("vlm" if args.vlm else "ground-truth")
     if args.perception == "vlm" and not smoke and not args.vlm:
         print("embodied-r demo: error: --perception vlm needs --vlm MODEL (or --smoke)", file=sys.stderr)
         return 2
