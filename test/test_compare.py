@@ -93,7 +93,9 @@ def test_compare_tables_runs_of_the_same_records(tmp_path: Path, capsys) -> None
     assert result["systems"][0]["versus"] == {}
     table = comparison_markdown(result)
     assert "| strong | 100.0 [100.0, 100.0] | 95.0 [90.0, 100.0] |" in table
-    assert "| route (mc) | 0.0 | 100.0 |" in table
+    assert "| route (mc) | 0.0 | 100.0 |" in table and "read whole" not in table
+    result["systems"][0]["mc_accuracy_lenient"] = {"mean": 0.5, "low": 0.0, "high": 1.0}
+    assert "| 50.0 [0.0, 100.0] |" in comparison_markdown(result)  # a caller's extra column
 
     out = tmp_path / "cmp"
     assert main(["compare", f"weak={weak}", f"strong={strong}", "--baseline", "weak", "--out", str(out)]) == 0

@@ -126,14 +126,17 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     """The comparison as markdown tables: overall (with intervals and paired differences), then per task."""
     systems = result["systems"]
     baselines = sorted({b for s in systems for b in s["versus"]})
+    # Added by callers that also read answers outside the tags (e.g. the SmolLM2 experiment).
+    lenient = any(s.get("mc_accuracy_lenient") for s in systems)
     records = result["records"]
     lines = [
         f"Held-out records: {records['mc']} multiple choice, {records['numeric']} numeric. Scores in %, "
         "[95 % bootstrap interval]; differences are paired (same questions).",
         "",
         "| system | MC accuracy | numeric MRA | format | consistency | mean length | "
-        + "".join(f"MC vs {b} | " for b in baselines),
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(baselines),
+        + "".join(f"MC vs {b} | " for b in baselines)
+        + ("MC accuracy, untagged answers read whole |" if lenient else ""),
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(baselines) + lenient),
     ]
     for s in systems:
         versus = ""
@@ -141,9 +144,10 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             d = s["versus"].get(b)
             versus += "– | " if d is None else f"{_with_ci(d)}{' *' if d['significant'] else ''} | "
         length = "–" if s["mean_length"] is None else f"{s['mean_length']:.0f}"
+        extra = f"{_with_ci(s.get('mc_accuracy_lenient'))} |" if lenient else ""
         lines.append(
             f"| {s['label']} | {_with_ci(s['mc_accuracy'])} | {_with_ci(s['numeric_mra'])} | "
-            f"{_pct(s['format_rate'])} | {_pct(s['consistency_rate'])} | {length} | {versus}"
+            f"{_pct(s['format_rate'])} | {_pct(s['consistency_rate'])} | {length} | {versus}{extra}"
         )
     if baselines:
         lines += ["", "`*`: the interval of the difference excludes 0."]

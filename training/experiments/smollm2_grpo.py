@@ -232,6 +232,36 @@ def evaluate(
     return target
 
 
+def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
+    """Multiple-choice accuracy when a completion WITHOUT an ``<answer>`` block is read whole (the letter
+    anywhere in it, :func:`extract_choice`'s rules). The tables score as the node does (answer tags only);
+    this shows how much of a model's score is the format, e.g. for the untrained LM, which rarely writes
+    the tags. None for systems that generate nothing (chance)."""
+    from embodied_r_training.stats import bootstrap_ci
+
+    from embodied_r_ros.answers import extract_choice, parse_completion
+
+    records = {}
+    for line in (dataset / "test.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            records[row["id"]] = row
+    scores, rescued = [], 0
+    for line in (eval_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
+        prediction = json.loads(line)
+        options = records[prediction["id"]]["options"]
+        if prediction["form"] != "mc":
+            continue
+        if not prediction["completion"]:
+            return None
+        parsed = parse_completion(prediction["completion"])
+        text = parsed.answer or prediction["completion"]
+        rescued += not parsed.answer
+        scores.append(float(extract_choice(text, options) == prediction["solution"]))
+    interval = bootstrap_ci(scores)
+    return {**(interval.as_dict() if interval else {}), "read_whole": rescued, "n": len(scores)}
+
+
 def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
     """In- vs out-of-distribution multiple-choice accuracy of SFT and GRPO, with bootstrap intervals."""
     from embodied_r_training.compare import load_run
@@ -350,6 +380,8 @@ def main() -> int:
             evals[key] = evaluate(out, args, data["test_all"], key, system, stages)
         result = compare([load_run(f"{LABELS[k]}={p}") for k, p in evals.items()],
                          [LABELS["untrained"], LABELS["warm"]])  # fmt: skip
+        for row, key in zip(result["systems"], evals, strict=True):
+            row["mc_accuracy_lenient"] = lenient_mc(evals[key], data["test_all"])
         files = write_comparison(result, out / "tables" / "main")
         curves = plot_training_curves(load_log_history(runs["grpo_all"]), runs["grpo_all"] / "plots")
         summary["tables"]["main"] = result
