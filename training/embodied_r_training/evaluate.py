@@ -338,7 +338,7 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
         f"# {metrics.get('label', metrics.get('system', 'evaluation'))}: split {metrics.get('split', '?')}, "
         f"{overall['n']} records",
         "",
-        f"Models: {', '.join(f'{k} `{v}`' for k, v in metrics.get('models', {}).items() if v) or '?'}.",
+        f"Models: {', '.join(f'{k} `{v}`' for k, v in metrics.get('models', {}).items() if v) or 'none'}.",
         *([f"Descriptions from: {metrics['perception']}."] if metrics.get("perception") else []),
         "Score: accuracy for multiple choice (mc), mean relative accuracy (MRA) for numeric answers.",
         "",
