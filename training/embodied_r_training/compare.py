@@ -116,7 +116,8 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def _with_ci(interval: dict[str, float] | None) -> str:
+def percent_with_ci(interval: dict[str, float] | None) -> str:
+    """``mean [low, high]`` in % of an interval dict (as :meth:`Interval.as_dict` gives), or –."""
     if interval is None:
         return "–"
     return f"{_pct(interval['mean'])} [{_pct(interval['low'])}, {_pct(interval['high'])}]"
@@ -142,11 +143,11 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         versus = ""
         for b in baselines:
             d = s["versus"].get(b)
-            versus += "– | " if d is None else f"{_with_ci(d)}{' *' if d['significant'] else ''} | "
+            versus += "– | " if d is None else f"{percent_with_ci(d)}{' *' if d['significant'] else ''} | "
         length = "–" if s["mean_length"] is None else f"{s['mean_length']:.0f}"
-        extra = f"{_with_ci(s.get('mc_accuracy_lenient'))} |" if lenient else ""
+        extra = f"{percent_with_ci(s.get('mc_accuracy_lenient'))} |" if lenient else ""
         lines.append(
-            f"| {s['label']} | {_with_ci(s['mc_accuracy'])} | {_with_ci(s['numeric_mra'])} | "
+            f"| {s['label']} | {percent_with_ci(s['mc_accuracy'])} | {percent_with_ci(s['numeric_mra'])} | "
             f"{_pct(s['format_rate'])} | {_pct(s['consistency_rate'])} | {length} | {versus}{extra}"
         )
     if baselines:

@@ -24,7 +24,7 @@ separates perception from reasoning. It is not a VLM and no figure here is a VLM
    both test sets. ``embodied-r compare`` makes the table with 95 % bootstrap intervals and paired
    differences against the untrained and warm-start-only models.
 
-Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json,png}``, reward and length
+Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json}``, reward and length
 curves of the GRPO run in ``OUT/runs/grpo_all/plots/``, ``OUT/summary.json`` (settings, stage times), and
 copies the figures to ``--figures`` (default docs/figures/).
 """
@@ -264,7 +264,7 @@ def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
 
 def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
     """In- vs out-of-distribution multiple-choice accuracy of SFT and GRPO, with bootstrap intervals."""
-    from embodied_r_training.compare import load_run
+    from embodied_r_training.compare import load_run, percent_with_ci
     from embodied_r_training.stats import bootstrap_ci
 
     rows = []
@@ -288,15 +288,11 @@ def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str,
             cell = {r["in_distribution"]: r for r in rows if r["method"] == method and r["train"] == env}
             if len(cell) < 2:
                 continue
-
-            def fmt(r: dict[str, Any]) -> str:
-                ci = r["mc_accuracy"]
-                return f"{100 * ci['mean']:.1f} [{100 * ci['low']:.1f}, {100 * ci['high']:.1f}] (n={r['n']})"
-
-            drop = 100 * (cell[False]["mc_accuracy"]["mean"] - cell[True]["mc_accuracy"]["mean"])
-            lines.append(
-                f"| {LABELS[method]} | {env} | {fmt(cell[True])} | {fmt(cell[False])} | {drop:+.1f} |"
+            same, other = (
+                f"{percent_with_ci(cell[k]['mc_accuracy'])} (n={cell[k]['n']})" for k in (True, False)
             )
+            drop = 100 * (cell[False]["mc_accuracy"]["mean"] - cell[True]["mc_accuracy"]["mean"])
+            lines.append(f"| {LABELS[method]} | {env} | {same} | {other} | {drop:+.1f} |")
     table = {"rows": rows, "markdown": "\n".join(lines) + "\n"}
     out.mkdir(parents=True, exist_ok=True)
     (out / "ood.json").write_text(json.dumps(table, indent=1) + "\n")
