@@ -264,6 +264,16 @@ def test_consistency_makes_no_call_when_nothing_is_correct() -> None:
     assert reference.calls == []
 
 
+def test_consistency_without_reasoning_scores_zero_and_asks_nothing() -> None:
+    # A correct answer with an empty (or blank) think: the reference would guess B from the question
+    # alone, but there is no reasoning to be consistent with, so it must not score (issue 11, item 3).
+    reference = ScriptedReference(["B", "B"])
+    completions = ["<think></think><answer>B</answer>", "<think>  </think><answer>B</answer>"]
+    batch = {"completions": completions, "solution": ["B", "B"], "question": [QUESTION] * 2}
+    assert ConsistencyReward(reference)(**batch, options=[OPTIONS] * 2) == [0.0, 0.0]
+    assert reference.calls == []
+
+
 def test_consistency_needs_question_and_options_columns() -> None:
     batch = _batch()
     del batch["question"]

@@ -195,7 +195,7 @@ class ConsistencyConfig:
 
     temperature: float = 0.1  # paper: low temperature
     max_new_tokens: int = 16  # a letter or a number with its unit
-    numeric_correct_mra: float = 0.5  # numeric answers with MRA >= this (error <= 25 %) are checked
+    numeric_correct_mra: float = 0.5  # numeric answers with MRA >= this (error < 30 %) are checked
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or self.max_new_tokens < 1 or not 0 < self.numeric_correct_mra <= 1:
@@ -215,8 +215,10 @@ class ConsistencyReward:
     """Logical consistency: does a frozen reference model, given only the question and the reasoning, reach
     the policy's answer?
 
-    Only completions whose answer is correct are checked (multiple choice: right letter; numeric: MRA >=
-    ``config.numeric_correct_mra``); the others score 0.0. All of a call's reference queries go to
+    Only completions whose answer is correct and whose ``<think>`` holds reasoning are checked (multiple
+    choice: right letter; numeric: MRA >= ``config.numeric_correct_mra``); the others score 0.0: without
+    reasoning there is nothing to be consistent with, and the reference guessing from the question alone
+    must not reward skipping the reasoning. All of a call's reference queries go to
     ``backend.generate`` in ONE batched call, and none when no answer is correct. The reference's reply is
     read like a policy answer (inside ``<answer>`` tags if it uses them, else the whole reply). Scores:
     multiple choice 1.0 when its letter equals the policy's, else 0.0; numeric the MRA of its number
@@ -237,6 +239,8 @@ class ConsistencyReward:
         self.config = config or ConsistencyConfig()
 
     def _eligible(self, graded: Graded) -> bool:
+        if not graded.parsed.think.strip():
+            return False
         if graded.multiple_choice:
             return graded.accuracy == 1.0
         return graded.accuracy >= self.config.numeric_correct_mra
