@@ -338,9 +338,37 @@ def test_sft_method_trains_on_the_answers_and_hands_over_a_full_model(
     [
         ({"method": "rl"}, "method must be one of grpo, sft"),
         ({"method": "sft"}, "warm_start.steps >= 1"),
+        ({"warm_start": {"steps": 2, "answers": "random"}}, "warm_start.answers must be one of"),
     ],
 )
 def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, message: str) -> None:
     data = {**_config(tiny_models_dir, tmp_path, tmp_path / "x"), **change}
     with pytest.raises(ConfigError, match=message):
         build_train_config(data)
+
+
+def test_shuffled_warm_start_answers_carry_no_information() -> None:
+    from datasets import Dataset
+    from embodied_r_training.warm_start import shuffled_answers, warm_start_rows
+
+    mc = [{"task": "route", "solution": "B", "options": ["a", "b", "c"]} for _ in range(300)]
+    numeric = [{"task": t, "solution": f"{t}{i}", "options": []} for t in ("size", "count") for i in range(5)]
+    lonely = [{"task": "room", "solution": "12.0", "options": []}]
+    rows = mc + numeric + lonely
+    answers = shuffled_answers(rows, seed=3)
+    assert answers == shuffled_answers(rows, seed=3)  # reproducible
+    letters = answers[:300]
+    assert set(letters) == {"A", "B", "C"} and max(letters.count(x) for x in "ABC") < 140  # ~uniform
+    for task in ("size", "count"):  # another row's solution of the same task, never the row's own
+        pairs = [(r["solution"], a) for r, a in zip(rows, answers) if r["task"] == task]
+        assert all(a != own and a.startswith(task) for own, a in pairs)
+        assert sorted(a for _, a in pairs) == sorted(own for own, _ in pairs)
+    assert answers[-1] == "12.0"  # a task with one row has nothing to swap with
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "q"}], **r} for r in numeric])
+    completions = warm_start_rows(data, "shuffled", seed=3)["completion"]
+    assert [c[0]["content"] for c in completions][:2] == [
+        f"<think>I check the key frames in order.</think><answer>{a}</answer>"
+        for a in shuffled_answers(numeric, seed=3)[:2]
+    ]
+    truth = warm_start_rows(data)["completion"][0][0]["content"]
+    assert truth.endswith("<answer>size0</answer>")

@@ -19,7 +19,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -343,9 +343,9 @@ def save_final(trainer: Any, config: TrainConfig) -> tuple[Path, Path | None]:
     return final, merged_dir
 
 
-def run_warm_start(config: TrainConfig, out: Path | None = None) -> Path:
-    """The supervised warm start (:mod:`.warm_start`) into ``out`` (default ``output_dir/warm_start``);
-    returns that dir."""
+def run_warm_start(config: TrainConfig, out: Path | None = None, answers: str | None = None) -> Path:
+    """The supervised warm start (:mod:`.warm_start`) into ``out`` (default ``output_dir/warm_start``),
+    answering ``answers`` (default ``warm_start.answers``); returns that dir."""
     from .warm_start import WARM_START_DIR, warm_start
 
     path = resolve_policy(config.model)
@@ -354,17 +354,19 @@ def run_warm_start(config: TrainConfig, out: Path | None = None) -> Path:
     model = load_model(config, path)
     out = out or Path(config.output_dir) / WARM_START_DIR
     cpu = bool(config.grpo.get("use_cpu"))
-    return warm_start(model, tokenizer, dataset, config.warm_start, out, config.seed, cpu)
+    section = replace(config.warm_start, answers=answers or config.warm_start.answers)
+    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu)
 
 
 def train_sft(config: TrainConfig) -> TrainResult:
-    """``method: sft``: ``warm_start.steps`` supervised steps on the answers, saved as ``output_dir/final``
+    """``method: sft``: ``warm_start.steps`` supervised steps on the true answers (whatever
+    ``warm_start.answers`` says), saved as ``output_dir/final``
     (the SFT baseline of the paper's SFT-vs-RL question). A finished run is not repeated."""
     from .warm_start import DONE_MARKER
 
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    final = run_warm_start(config, output_dir / FINAL_DIR)
+    final = run_warm_start(config, output_dir / FINAL_DIR, answers="solution")  # SFT: the true answers
     (output_dir / CONFIG_COPY).write_text(
         json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
     )

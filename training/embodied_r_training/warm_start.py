@@ -7,6 +7,16 @@ is learned. A few supervised steps on completions of the form ``<think>{generic 
 <answer>{solution}</answer>`` fix that (a "cold start", as in DeepSeek-R1). The reasoning text is a
 fixed template on purpose: the warm start must not teach spatial reasoning the RL is meant to find.
 
+What goes in ``<answer>`` is ``warm_start.answers``:
+
+* ``solution``: the row's ground-truth answer. The warm start is then also a little SFT on the answers
+  (and ``method: sft`` is exactly this, longer).
+* ``shuffled``: an answer that carries no information about the row: a multiple-choice row gets a letter
+  drawn uniformly from its options, a numeric row the solution of another training row of the same task
+  (right unit and scale, wrong question). It teaches the format only and keeps the answers spread out, so
+  the GRPO groups that follow disagree and carry an advantage. Measured with SmolLM2-135M: 16 steps on
+  true answers collapsed its answers onto two letters, and GRPO then had nothing to compare (BENCHMARKS.md).
+
 Runs TRL's ``SFTTrainer`` on the prompt-completion form of the training split (loss on the completion
 only) and saves a full model to ``output_dir/warm_start``, which GRPO then starts from. Off by default
 (``warm_start.steps: 0``), as in the paper.
@@ -17,15 +27,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+import random
+from typing import Any, Mapping, Sequence
 
 from embodied_r_ros.config import ConfigError
+from embodied_r_ros.prompts import OPTION_LETTERS
 
 logger = logging.getLogger(__name__)
 
 WARM_START_DIR = "warm_start"
 DONE_MARKER = "warm_start_done.json"
 THINK_TEMPLATE = "I check the key frames in order."
+ANSWER_SOURCES = ("solution", "shuffled")
 
 
 @dataclass(frozen=True)
@@ -35,11 +48,16 @@ class WarmStartSection:
     steps: int = 0
     learning_rate: float = 1e-4
     batch_size: int = 4
+    answers: str = "solution"  # what the targets answer: "solution" or "shuffled" (format only)
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1:
             raise ConfigError(
                 f"warm_start needs steps >= 0, learning_rate > 0 and batch_size >= 1; got {self}"
+            )
+        if self.answers not in ANSWER_SOURCES:
+            raise ConfigError(
+                f"warm_start.answers must be one of {', '.join(ANSWER_SOURCES)}, got {self.answers!r}"
             )
 
 
@@ -48,10 +66,36 @@ def target_completion(solution: Any) -> str:
     return f"<think>{THINK_TEMPLATE}</think><answer>{solution}</answer>"
 
 
-def warm_start_rows(dataset: Any) -> Any:
-    """``dataset`` (prompt, solution, ...) as TRL prompt-completion rows (conversational)."""
+def shuffled_answers(rows: Sequence[Mapping[str, Any]], seed: int) -> list[str]:
+    """Answers that say nothing about their rows (``answers: shuffled``): per multiple-choice row a letter
+    drawn uniformly from its options; per numeric row the solution of another row of the same task (a
+    derangement where the task has two or more rows), so unit and scale stay right."""
+    rng = random.Random(seed)
+    answers = [str(row["solution"]) for row in rows]
+    by_task: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.get("options"):
+            answers[i] = OPTION_LETTERS[rng.randrange(len(row["options"]))]
+        else:
+            by_task.setdefault(str(row.get("task", "")), []).append(i)
+    for indices in by_task.values():
+        if len(indices) > 1:
+            shift = rng.randrange(1, len(indices))  # a rotation: no row keeps its own solution
+            for k, i in enumerate(indices):
+                answers[i] = str(rows[indices[(k + shift) % len(indices)]]["solution"])
+    return answers
+
+
+def warm_start_rows(dataset: Any, answers: str = "solution", seed: int = 0) -> Any:
+    """``dataset`` (prompt, solution, ...) as TRL prompt-completion rows (conversational), answering
+    ``answers`` (see :class:`WarmStartSection`)."""
+    if answers == "shuffled":
+        targets = shuffled_answers([dataset[i] for i in range(len(dataset))], seed)
+    else:
+        targets = [str(s) for s in dataset["solution"]]
     return dataset.map(
-        lambda row: {"completion": [{"role": "assistant", "content": target_completion(row["solution"])}]},
+        lambda row, i: {"completion": [{"role": "assistant", "content": target_completion(targets[i])}]},
+        with_indices=True,
         remove_columns=[c for c in dataset.column_names if c not in ("prompt",)],
     )
 
@@ -85,9 +129,13 @@ def warm_start(
         max_length=None,  # the data set's prompts were already checked against max_prompt_tokens
     )
     trainer = SFTTrainer(
-        model=model, args=args, train_dataset=warm_start_rows(dataset), processing_class=tokenizer
+        model=model,
+        args=args,
+        train_dataset=warm_start_rows(dataset, section.answers, seed),
+        processing_class=tokenizer,
     )
-    logger.info("warm start: %d supervised steps on the answer format", section.steps)
+    logger.info("warm start: %d supervised steps on the answer format (answers: %s)", section.steps,
+                section.answers)  # fmt: skip
     trainer.train()
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
