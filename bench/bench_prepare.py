@@ -1,7 +1,7 @@
 """Benchmark of the data-set builder's bag side and its description cache.
 
 1. Bag read + decode + key frames, by the code ``embodied-r prepare`` runs per bag
-   (:func:`embodied_r_training.prepare.bag_keyframes`: one pass over the bag, shared features, threads),
+   (:func:`embodied_r_training.prepare.bag_keyframes`: one pass over the bag, the node's streaming rule),
    against plain ``rosbags`` read + deserialize + decode of every image of the same bag, in the same run;
    both as recorded frames per second of the bag. Two workloads: "clip", one window over the whole bag;
    "questions", the windows of the scene's synthetic questions (14 questions, 4 distinct windows at the
@@ -12,7 +12,7 @@
 
 A synthetic scene (``embodied-r synth``) is written to a temporary directory first, raw rgb8 and JPEG.
 
-Usage: ``python bench/bench_prepare.py [--size 640x480] [--duration 30] [--rounds 5] [--workers N]
+Usage: ``python bench/bench_prepare.py [--size 640x480] [--duration 30] [--rounds 5]
 [--json PATH]``
 """
 
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 
 from embodied_r_training.bag_reader import BagReader  # noqa: E402
 from embodied_r_training.description_cache import DescriptionCache  # noqa: E402
-from embodied_r_training.prepare import _window_ns, bag_keyframes, default_workers  # noqa: E402
+from embodied_r_training.prepare import _window_ns, bag_keyframes  # noqa: E402
 from embodied_r_training.questions import read_questions  # noqa: E402
 from embodied_r_training.synth import SynthConfig, parse_size, synthesize  # noqa: E402
 from rosbags.rosbag2 import Reader  # noqa: E402
@@ -64,7 +64,7 @@ def plain_read(bag: Path) -> tuple[int, float]:
 Window = tuple[int, int]
 
 
-def builder_read(bag: Path, windows: list[Window] | None, workers: int) -> tuple[int, int, float]:
+def builder_read(bag: Path, windows: list[Window] | None) -> tuple[int, int, float]:
     """prepare's path for one bag: (distinct windows, key frames of the first window, seconds).
 
     ``windows`` in bag time (ns) as prepare computes them from the questions; None = the whole bag.
@@ -72,7 +72,7 @@ def builder_read(bag: Path, windows: list[Window] | None, workers: int) -> tuple
     start = time.perf_counter()
     with BagReader(bag) as reader:
         spans = [(reader.start_ns, reader.end_ns)] if windows is None else windows
-        found = bag_keyframes(reader, spans, KeyFrameConfig(), workers)
+        found = bag_keyframes(reader, spans, KeyFrameConfig())
     elapsed = time.perf_counter() - start
     if any(not isinstance(k, list) for k in found):
         raise RuntimeError(f"the builder failed on {bag}: {found}")
@@ -97,11 +97,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--entries", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs of each side (medians)")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="as prepare's --workers")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, object] = {
-        "size": f"{args.size[0]}x{args.size[1]}", "duration_s": args.duration, "workers": args.workers,
+        "size": f"{args.size[0]}x{args.size[1]}", "duration_s": args.duration,
         "rounds": args.rounds,
     }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,11 +125,11 @@ def main() -> None:
                 times["plain"].append(seconds)
                 cpu["plain"].append(time.process_time() - start)
                 start = time.process_time()
-                _, clip_keyframes, seconds = builder_read(bag, None, args.workers)
+                _, clip_keyframes, seconds = builder_read(bag, None)
                 times["clip"].append(seconds)
                 cpu["clip"].append(time.process_time() - start)
                 start = time.process_time()
-                distinct, _, seconds = builder_read(bag, windows, args.workers)
+                distinct, _, seconds = builder_read(bag, windows)
                 times["questions"].append(seconds)
                 cpu["questions"].append(time.process_time() - start)
             median = {side: statistics.median(values) for side, values in times.items()}

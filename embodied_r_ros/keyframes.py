@@ -31,13 +31,21 @@ histories on a robot, left to the :class:`~embodied_r_ros.clip_buffer.ClipBuffer
 ``frame_source=lambda stamp: buffer.get(stamp, tolerance_ns=0)`` and the selector keeps stamps only and
 fetches just the chosen frames at query time. Apart from the records it holds the reference's features
 and the newest frame (which serves as the always-kept last frame when it is not itself a candidate).
+
+One rule for the robot and its training data: the key frames of a window ``[start, end]`` of a stream are
+what the node answers when it has watched the stream from its first frame and is asked when its newest
+frame is the stream's last frame at or before ``end``: the candidates in the window, judged as they
+arrived against the stream's last kept frame (the candidate grid is anchored at the stream's first frame,
+not the window's), the window's first candidate (always kept: the question's context starts there), that
+newest frame (always kept) and the clamp. :class:`WindowReplay` computes this for many windows of a
+recorded stream in one pass; ``prepare`` and ``eval`` use it, so the reasoner is trained on the key frames
+the robot will show it. :func:`select_keyframes` is the same rule for a clip that IS the whole stream.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -365,103 +373,20 @@ class _Decision:
     frame: Frame | None
 
 
-class SharedFeatures:
-    """ORB features and overlaps of ONE camera stream's frames, each computed once, for many clips.
-
-    The data-set builder selects key frames for many question windows of one bag. A frame's features, and
-    the overlap of a candidate with a reference frame, do not depend on the window, so windows that share
-    candidates share this work; the decisions are exactly those of computing everything afresh. Frames are
-    identified by stamp (hence one stream per instance). :meth:`prefetch` computes features on a pool of
-    ``workers`` threads (OpenCV releases the GIL) while the caller goes on, e.g. reading the bag; each
-    thread has its own :class:`FrameMatcher`. Thread-safe; call :meth:`close` (or use as a context).
-    """
-
-    def __init__(self, config: KeyFrameConfig | None = None, workers: int = 1) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        self.config = config or KeyFrameConfig()
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._features: dict[int, Future[Features]] = {}
-        self._overlaps: dict[tuple[int, int], float | None] = {}
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="orb") if workers > 1 else None
-
-    def __enter__(self) -> SharedFeatures:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def matcher(self) -> FrameMatcher:
-        """This thread's matcher (OpenCV objects are not shared across threads)."""
-        matcher = getattr(self._local, "matcher", None)
-        if matcher is None:
-            matcher = self._local.matcher = FrameMatcher(self.config)
-        return matcher
-
-    def _compute(self, image: np.ndarray) -> Features:
-        return self.matcher().features(image)
-
-    def prefetch(self, frame: Frame) -> None:
-        """Start computing ``frame``'s features in the background (no-op without a pool or when known)."""
-        if self._pool is None:
-            return
-        with self._lock:
-            if frame.stamp_ns not in self._features:
-                self._features[frame.stamp_ns] = self._pool.submit(self._compute, frame.image)
-
-    def features(self, frame: Frame) -> Features:
-        """``frame``'s features: computed once per stamp (here, or by a prefetch)."""
-        with self._lock:
-            future = self._features.get(frame.stamp_ns)
-            if future is None:
-                future = self._features[frame.stamp_ns] = Future()
-                mine = True
-            else:
-                mine = False
-        if mine:
-            try:
-                future.set_result(self._compute(frame.image))
-            except BaseException as exc:
-                future.set_exception(exc)
-        return future.result()
-
-    def overlap(self, current: Frame, reference: Frame) -> float | None:
-        """:meth:`FrameMatcher.overlap` of the two frames, computed once per pair of stamps."""
-        key = (current.stamp_ns, reference.stamp_ns)
-        with self._lock:
-            if key in self._overlaps:
-                return self._overlaps[key]
-        value = self.matcher().overlap(self.features(current), self.features(reference))
-        with self._lock:
-            self._overlaps[key] = value
-        return value
-
-    def close(self) -> None:
-        """Stop the pool (waits for features being computed)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-
 class _Rule:
-    """The keep-or-drop rule with the reference cached: its features, or (with :class:`SharedFeatures`)
-    its frame, whose features and overlaps the shared store holds."""
+    """The keep-or-drop rule with the reference's features cached."""
 
-    def __init__(self, matcher: FrameMatcher, threshold: float, shared: SharedFeatures | None = None) -> None:
+    def __init__(self, matcher: FrameMatcher, threshold: float) -> None:
         self.matcher = matcher
         self.threshold = threshold
-        self.shared = shared
-        self.reference: Features | Frame | None = None
+        self.reference: Features | None = None
 
     def decide(self, frame: Frame) -> tuple[bool, float | None, str]:
-        current: Features | Frame = frame if self.shared is not None else self.matcher.features(frame.image)
+        current = self.matcher.features(frame.image)
         if self.reference is None:
             self.reference = current
             return True, None, REASON_FIRST
-        if self.shared is not None:
-            overlap = self.shared.overlap(frame, self.reference)
-        else:
-            overlap = self.matcher.overlap(current, self.reference)
+        overlap = self.matcher.overlap(current, self.reference)
         if overlap is None or overlap < self.threshold:
             self.reference = current
             return True, overlap, REASON_MATCH_FAILED if overlap is None else REASON_LOW_OVERLAP
@@ -486,14 +411,12 @@ class ClipKeyFrameSelector:
     Add the clip's frames in stamp order (:meth:`add`; each candidate is judged at once), then take
     :meth:`keyframes`. Frames that are not on the candidate grid may be left out, except the clip's last
     frame, which is always a key frame: the grid of the candidates alone is the grid of all frames. With
-    ``shared`` the features and overlaps come from (and go to) that :class:`SharedFeatures`.
     """
 
-    def __init__(self, config: KeyFrameConfig | None = None, shared: SharedFeatures | None = None) -> None:
+    def __init__(self, config: KeyFrameConfig | None = None) -> None:
         self.config = config or KeyFrameConfig()
         self._period = candidate_period_ns(self.config.candidate_fps)
-        matcher = shared.matcher() if shared is not None else FrameMatcher(self.config)
-        self._rule = _Rule(matcher, self.config.overlap_threshold, shared)
+        self._rule = _Rule(FrameMatcher(self.config), self.config.overlap_threshold)
         self._candidates: list[Frame] = []
         self._decisions: list[_Decision] = []
         self._t0: int | None = None
@@ -534,16 +457,14 @@ class ClipKeyFrameSelector:
         return [KeyFrame(candidates[i], i, overlap, reason) for i, overlap, reason in chosen]
 
 
-def select_keyframes(
-    frames: Sequence[Frame], config: KeyFrameConfig | None = None, shared: SharedFeatures | None = None
-) -> list[KeyFrame]:
+def select_keyframes(frames: Sequence[Frame], config: KeyFrameConfig | None = None) -> list[KeyFrame]:
     """Key frames of one clip (frames ordered by stamp): candidates, the rule, last frame, clamp.
 
     Gives the same key frames as pushing the clip through a fresh :class:`StreamingKeyFrameSelector`
-    and calling :meth:`~StreamingKeyFrameSelector.finish`. ``shared`` reuses features and overlaps
-    computed for other clips of the same stream (the result does not change).
+    and calling :meth:`~StreamingKeyFrameSelector.finish`: the clip is the whole stream. For a window of
+    a longer stream use :class:`WindowReplay` (the grid and the references come from the stream).
     """
-    selector = ClipKeyFrameSelector(config, shared)
+    selector = ClipKeyFrameSelector(config)
     for frame in frames:
         selector.add(frame)
     return selector.keyframes()
@@ -594,6 +515,12 @@ class StreamingKeyFrameSelector:
         """Number of candidate decisions held."""
         with self._state_lock:
             return len(self._decisions)
+
+    @property
+    def newest_ns(self) -> int | None:
+        """Stamp of the newest frame pushed (None before the first and after a reset)."""
+        with self._state_lock:
+            return None if self._latest is None else self._latest.stamp_ns
 
     @property
     def candidates_seen(self) -> int:
@@ -664,3 +591,51 @@ class StreamingKeyFrameSelector:
             return None
         frame = self.frame_source(stamp_ns)
         return frame if frame is not None and frame.stamp_ns == stamp_ns else None
+
+
+class WindowReplay:
+    """The key frames of several windows of ONE recorded stream, exactly as the node answers them.
+
+    Push the stream's frames in stamp order from its first frame (:meth:`push`; frames off the candidate
+    grid may be left out, except each window's last frame at or before its end), then :meth:`finish`.
+    Each window ``(start_ns, end_ns)`` is answered by one :class:`StreamingKeyFrameSelector` fed the
+    whole stream, at the moment its newest frame is the last one at or before ``end_ns`` (see the module
+    docstring): the node's answer to that question asked at that moment. Windows with no frame give ``[]``.
+    """
+
+    def __init__(self, windows: Sequence[tuple[int, int]], config: KeyFrameConfig | None = None) -> None:
+        self.windows = [(int(start), int(end)) for start, end in windows]
+        longest_ns = max((end - start for start, end in self.windows), default=0)
+        # The history must reach back to the start of the longest window when its end is answered.
+        history_s = max(longest_ns, 0) / NS_PER_S + 1.0
+        self._selector = StreamingKeyFrameSelector(config, history_s=history_s)
+        self._pending = deque(sorted(range(len(self.windows)), key=lambda i: self.windows[i][1]))
+        self._results: list[list[KeyFrame]] = [[] for _ in self.windows]
+
+    def push(self, frame: Frame) -> None:
+        """Feed the stream's next frame (a repeated stamp, e.g. a frame handed out twice, is ignored)."""
+        self._answer_until(int(frame.stamp_ns))
+        newest = self._selector.newest_ns
+        if newest is None or frame.stamp_ns > newest:
+            self._selector.push(frame)
+
+    def finish(self) -> list[list[KeyFrame]]:
+        """Per window (in the order given) its key frames."""
+        self._answer_until(None)
+        return list(self._results)
+
+    def _answer_until(self, stamp_ns: int | None) -> None:
+        """Answer the windows that end before ``stamp_ns`` (all with None): their moment has come."""
+        while self._pending and (stamp_ns is None or self.windows[self._pending[0]][1] < stamp_ns):
+            i = self._pending.popleft()
+            self._results[i] = self._selector.keyframes_in_window(*self.windows[i])
+
+
+def replay_windows(
+    frames: Sequence[Frame], windows: Sequence[tuple[int, int]], config: KeyFrameConfig | None = None
+) -> list[list[KeyFrame]]:
+    """:class:`WindowReplay` over ``frames`` (one stream, stamp order): each window's key frames."""
+    replay = WindowReplay(windows, config)
+    for frame in frames:
+        replay.push(frame)
+    return replay.finish()

@@ -21,14 +21,17 @@ from embodied_r_ros.keyframes import (
     FrameMatcher,
     KeyFrame,
     StreamingKeyFrameSelector,
+    WindowReplay,
     candidate_indices,
     clamp_indices,
     clamp_keyframes,
     evenly_spaced_indices,
     overlap_ratio,
     projected_overlap,
+    replay_windows,
     select_keyframes,
 )
+from embodied_r_ros.synthetic_clip import synthetic_clip
 
 W, H = 320, 240
 
@@ -374,3 +377,35 @@ def test_streaming_queries_while_pushing(texture: np.ndarray) -> None:
 def test_selector_rejects_bad_history() -> None:
     with pytest.raises(ValueError, match="history_s"):
         StreamingKeyFrameSelector(history_s=0)
+
+
+def test_replayed_windows_are_the_nodes_key_frames_mid_stream() -> None:
+    """One rule (issue 11): a window of a recorded stream gets the key frames the node answers after
+    watching the stream from its first frame, not the rule restarted at the window's first frame."""
+    frames = synthetic_clip(seconds=40, fps=4).frames
+    windows = [(frames[i].stamp_ns, frames[j].stamp_ns) for i, j in [(3, 159), (13, 90), (41, 120), (0, 159)]]
+    windows.append((frames[70].stamp_ns + 1, frames[100].stamp_ns + 1))  # edges between frames
+    found = replay_windows(frames, windows)
+    restarted = 0
+    for (start, end), keyframes in zip(windows, found, strict=True):
+        node = StreamingKeyFrameSelector(history_s=3600.0)  # the node: every frame up to the question
+        for frame in frames:
+            if frame.stamp_ns <= end:
+                node.push(frame)
+        expected = node.keyframes_in_window(start, end)
+        summary = [(k.frame.stamp_ns, k.index, k.reason) for k in keyframes]
+        assert summary == [(k.frame.stamp_ns, k.index, k.reason) for k in expected]
+        window = [f for f in frames if start <= f.stamp_ns <= end]
+        restarted += summary != [(k.frame.stamp_ns, k.index, k.reason) for k in select_keyframes(window)]
+    assert restarted >= 2  # the old per-window rule gave other key frames mid-stream (1.0, 3.0 vs 0.75 ...)
+    assert replay_windows(frames, [(frames[-1].stamp_ns + 1, frames[-1].stamp_ns + 9)]) == [[]]
+    # Only the candidates and each window's last frame are needed: the same answer from far fewer frames.
+    replay = WindowReplay(windows)
+    grid = {frames[i].stamp_ns for i in candidate_indices([f.stamp_ns for f in frames], 1.0)}
+    lasts = {max(f.stamp_ns for f in frames if f.stamp_ns <= end) for _, end in windows}
+    for frame in frames:
+        if frame.stamp_ns in grid | lasts:
+            replay.push(frame)
+            replay.push(frame)  # a frame handed to several windows is pushed once per window: ignored
+    again = replay.finish()
+    assert [[k.frame.stamp_ns for k in w] for w in again] == [[k.frame.stamp_ns for k in w] for w in found]

@@ -580,3 +580,68 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         assert descriptions[1].startswith("After move forward: ")  # no odometry: the instrument's label
     finally:
         node.destroy_node()
+
+
+def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
+    ros_context, gated_pipeline, tmp_path
+):
+    """One rule (issue 11): a bag played over DDS into a running node and the same bag through `prepare`'s
+    key-frame pass give the same key frames for the same windows, mid-stream ones included."""
+    from embodied_r_training.bag_reader import BagReader, BagTopics
+    from embodied_r_training.prepare import bag_keyframes
+    from test_node_cli import image, write_bag
+
+    from embodied_r_ros.config import KeyFrameConfig
+    from embodied_r_ros.keyframes import select_keyframes
+    from embodied_r_ros.play import play_bag
+
+    pipeline, gate, config = gated_pipeline
+    gate.open()
+    clip = synthetic_clip(seconds=14.0, fps=8.0, size=(160, 120), yaw_rate_deg=25.0)
+    bag = tmp_path / "bag"
+    write_bag(bag, [("/camera/image_raw", f.stamp_ns, image(f.stamp_ns, f.image)) for f in clip.frames])
+    overrides = {"camera.qos": "reliable", "camera.qos_depth": 200, "odometry.topic": ""}
+    node = EmbodiedRNode(
+        pipeline=pipeline,
+        context=ros_context,
+        namespace="parity",
+        parameter_overrides=node_parameters(config, **overrides),
+    )
+    client = rclpy.create_node("parity_client", context=ros_context)
+    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
+    for each in (node, client):
+        executor.add_node(each)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        remap = ["--ros-args", "-r", "/camera/image_raw:=/parity/camera/image_raw"]
+        stats = play_bag(bag, rate=2.0, wait_subscribers_s=WAIT_S, args=remap)
+        assert stats.published["/camera/image_raw"] == len(clip.frames)
+        assert wait_for(lambda: node.stats.frames_received == len(clip.frames))  # reliable: none lost
+        end = clip.frames[-1].stamp_ns
+        assert node.newest_ns == end
+        ask = client.create_client(AskSpatial, "/parity/embodied_r/ask")
+        assert ask.wait_for_service(timeout_sec=WAIT_S)
+        seconds = [600.0, 11.3, 8.0, 5.6, 2.9]  # the whole bag, then windows starting mid-stream
+        answered = []
+        for window_s in seconds:
+            request = AskSpatial.Request(question="Which way did I turn?", options=["left", "right"],
+                                         window_seconds=window_s)  # fmt: skip
+            response = result_of(ask.call_async(request), 60.0)
+            assert response.success, response.message
+            answered.append(keyframe_stamps_ns(response.answer))
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5.0)
+        node.destroy_node()
+        client.destroy_node()
+    windows = [(end - round(s * NS_PER_S), end) for s in seconds]
+    with BagReader(bag, BagTopics(odometry="")) as reader:
+        prepared = bag_keyframes(reader, windows, KeyFrameConfig())
+    assert [[k.frame.stamp_ns for k in found] for found in prepared] == answered
+    assert all(len(stamps) >= 2 for stamps in answered)
+    restarted = [
+        [k.frame.stamp_ns for k in select_keyframes([f for f in clip.frames if lo <= f.stamp_ns <= hi])]
+        for lo, hi in windows
+    ]
+    assert restarted[0] == answered[0] and restarted != answered  # the old per-window rule differed

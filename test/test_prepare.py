@@ -23,7 +23,7 @@ from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.cli import main
 from embodied_r_ros.frames import Frame
-from embodied_r_ros.keyframes import select_keyframes
+from embodied_r_ros.keyframes import StreamingKeyFrameSelector
 from embodied_r_ros.perception import parse_descriptions
 from embodied_r_ros.pose_history import PoseHistory
 from embodied_r_ros.reasoning import reasoning_messages
@@ -111,8 +111,20 @@ def test_rerun_hits_the_cache_and_calls_no_vlm(worlds, prepared, tiny_models_dir
     assert _records(again) == _records(out)
 
 
+def node_keyframes(every: list[Frame], start: int, end: int, config=None) -> list:
+    """What the node answers for [start, end]: its selector fed the whole stream up to the window's end
+    (every frame, as the camera delivers them), asked at that moment."""
+    selector = StreamingKeyFrameSelector(config, history_s=3600.0)
+    for frame in every:
+        if frame.stamp_ns > end:
+            break
+        selector.push(frame)
+    return selector.keyframes_in_window(start, end)
+
+
 def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -> None:
-    """All frames of each window read with plain rosbags, the node's key-frame rule and prompt builder."""
+    """Every frame of each bag read with plain rosbags, the node's streaming key-frame rule (the stream from
+    the bag's first frame, asked at the window's end) and its prompt builder."""
     from embodied_r_training.description_cache import cache_key
 
     out, cache_dir = prepared
@@ -128,8 +140,7 @@ def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -
             for _, m in contents.messages[IMAGE_TOPIC]
         ]
         for record in (r for r in records if r["bag"] == bag):
-            frames = [f for f in every if record["start_ns"] <= f.stamp_ns <= record["end_ns"]]
-            keyframes = select_keyframes(frames)
+            keyframes = node_keyframes(every, record["start_ns"], record["end_ns"])
             assert [k.frame.stamp_ns for k in keyframes] == record["keyframe_stamps_ns"], record["id"]
             generation = {"max_new_tokens": 4, "temperature": 0.0, "adapter": ""}  # as _prepare runs it
             key = cache_key(
@@ -159,8 +170,8 @@ def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_
 
 @pytest.mark.parametrize("indexed", [True, False])
 def test_one_pass_over_many_windows_gives_each_windows_key_frames(worlds, monkeypatch, indexed) -> None:
-    """bag_keyframes (one read, shared features, threads) == select_keyframes on each window's frames,
-    reading by the bag's index (only the candidates) and without it (every image message, in order)."""
+    """bag_keyframes (one read) == the node's answer for each window after the stream from the bag's
+    first frame, reading by the bag's index (only the candidates) and without it (every image message)."""
     from embodied_r_training.prepare import bag_keyframes
 
     from embodied_r_ros.config import KeyFrameConfig
@@ -180,13 +191,12 @@ def test_one_pass_over_many_windows_gives_each_windows_key_frames(worlds, monkey
     if not indexed:
         monkeypatch.setattr(BagReader, "_indexed_stamps", lambda self: None)
     with BagReader(bag, BagTopics(odometry="")) as reader:
-        found = bag_keyframes(reader, windows, config, workers=2)
+        found = bag_keyframes(reader, windows, config)
     for (start, end), keyframes in zip(windows, found, strict=True):
-        frames = [f for f in every if start <= f.stamp_ns <= end]
-        if not frames:
+        if not any(start <= f.stamp_ns <= end for f in every):
             assert isinstance(keyframes, BagReadError), (start, end)
             continue
-        expected = select_keyframes(frames, config)
+        expected = node_keyframes(every, start, end, config)
         assert [(k.frame.stamp_ns, k.index, k.reason) for k in keyframes] == [
             (k.frame.stamp_ns, k.index, k.reason) for k in expected
         ]

@@ -360,7 +360,7 @@ def test_shuffled_warm_start_answers_carry_no_information() -> None:
     letters = answers[:300]
     assert set(letters) == {"A", "B", "C"} and max(letters.count(x) for x in "ABC") < 140  # ~uniform
     for task in ("size", "count"):  # another row's solution of the same task, never the row's own
-        pairs = [(r["solution"], a) for r, a in zip(rows, answers) if r["task"] == task]
+        pairs = [(r["solution"], a) for r, a in zip(rows, answers, strict=True) if r["task"] == task]
         assert all(a != own and a.startswith(task) for own, a in pairs)
         assert sorted(a for _, a in pairs) == sorted(own for own, _ in pairs)
     assert answers[-1] == "12.0"  # a task with one row has nothing to swap with

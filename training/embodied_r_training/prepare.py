@@ -1,7 +1,8 @@
 """``embodied-r prepare``: rosbags + questions -> the data set the RL recipe trains on.
 
 For each question of the questions files (the format ``embodied-r synth`` writes): the candidate frames of
-its window (:mod:`.bag_reader`), the key frames (``select_keyframes``, the node's rule), the VLM
+its window (:mod:`.bag_reader`), the key frames (:class:`~embodied_r_ros.keyframes.WindowReplay`: what the
+node answers after watching the bag from its first frame, the same key frames), the VLM
 descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
 the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
 
@@ -23,13 +24,9 @@ Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
-import os
-import queue
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -38,8 +35,7 @@ from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, ModelConfig
-from embodied_r_ros.frames import Frame
-from embodied_r_ros.keyframes import ClipKeyFrameSelector, KeyFrame, SharedFeatures
+from embodied_r_ros.keyframes import KeyFrame, WindowReplay
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 
 from .bag_reader import BagReader, BagReadError, BagTopics
@@ -59,14 +55,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
 
 
-def default_workers() -> int:
-    """Threads for key-frame features and rules: the cores this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 @dataclass
 class PrepareConfig:
     """Everything ``embodied-r prepare`` needs."""
@@ -82,7 +70,6 @@ class PrepareConfig:
     folds: int = 0
     batch_size: int = 32  # VLM requests (key frames) per generate call; a kill loses at most one batch
     progress: bool = True
-    workers: int = field(default_factory=default_workers)  # threads for key-frame features and rules
 
     @property
     def ground_truth(self) -> bool:
@@ -97,8 +84,6 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.folds == 1 or self.folds < 0:
             raise ConfigError(f"--folds must be 0 (off) or >= 2, got {self.folds}")
         if len(self.fractions) != 3 or min(self.fractions) < 0 or not sum(self.fractions) > 0:
@@ -159,73 +144,39 @@ def _window_ns(question: Question, reader: BagReader) -> tuple[int, int]:
     return reader.start_ns + round(question.start_s * 1e9), reader.start_ns + round(question.end_s * 1e9)
 
 
-@contextlib.contextmanager
-def _no_nested_threads() -> Iterator[None]:
-    """OpenCV and numpy's BLAS single-threaded inside: the key-frame work is parallel per frame already.
-
-    Their own thread pools on top of ours only oversubscribe the cores; with another process busy on one
-    core, a BLAS product waiting for its second thread took several times longer.
-    """
-    import cv2
-    from threadpoolctl import threadpool_limits
-
-    cv_threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield
-    finally:
-        cv2.setNumThreads(cv_threads)
-
-
 def bag_keyframes(
     reader: BagReader,
     windows: Sequence[tuple[int, int]],
     config: KeyFrameConfig,
-    workers: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[list[KeyFrame] | BagReadError]:
-    """Key frames of each window of one bag (``select_keyframes`` on its frames), from ONE pass over the bag.
+    """Key frames of each window of one bag, as the node answers them after watching the bag from its
+    first frame (:class:`~embodied_r_ros.keyframes.WindowReplay`, the one rule), from ONE pass over it.
 
-    Equal windows are computed once; every candidate's ORB features, and each (candidate, reference)
-    overlap, are computed once for the bag (:class:`SharedFeatures`), since they do not depend on the
-    window. The work overlaps the reading: features on ``workers`` threads, and one thread per window
-    (up to ``workers`` at a time) judging candidates as they arrive. Returns per window its key frames or
-    the error that ended it.
+    The bag is one stream: the reader hands over, in stamp order, the candidates from the bag's first image
+    to each window's end and the last image at or before that end (a frame used by several windows is
+    read and decoded once; with an index only those frames are read at all). Returns per window its key
+    frames or the error that ended it (outside the bag, no frames, an image that cannot be decoded).
     """
-    distinct = sorted(set(windows))
-    index = {window: i for i, window in enumerate(distinct)}
-    queues: list[queue.Queue[Frame | None]] = [queue.Queue() for _ in distinct]
-    results: list[list[KeyFrame] | BagReadError] = []
-    with (
-        _no_nested_threads(),
-        SharedFeatures(config, workers) as shared,
-        ThreadPoolExecutor(workers, "keyframes") as pool,
-    ):
-
-        def judge(i: int) -> list[KeyFrame]:
-            selector = ClipKeyFrameSelector(config, shared)
-            for frame in iter(queues[i].get, None):
-                selector.add(frame)
-            return selector.keyframes()
-
-        def on_frame(i: int, frame: Frame) -> None:
-            shared.prefetch(frame)
-            queues[i].put(frame)
-
-        futures = [pool.submit(judge, i) for i in range(len(distinct))]
-        try:
-            errors = reader.scan(distinct, on_frame, on_progress)
-        finally:
-            for q in queues:
-                q.put(None)  # a judge always ends, also when the scan failed
-        for error, future in zip(errors, futures, strict=True):
-            try:
-                keyframes = future.result()
-            except Exception as exc:  # e.g. stamps going backwards in the bag: this window fails, not the run
-                error = error or BagReadError(f"bag {reader.path}: key frames failed: {exc}")
-            results.append(error if error is not None else keyframes)
-    return [results[index[window]] for window in windows]
+    errors: list[BagReadError | None] = [None] * len(windows)
+    for i, (start, end) in enumerate(windows):
+        if end < reader.start_ns or start > reader.end_ns or end < start:
+            errors[i] = BagReadError(
+                f"window [{start}, {end}] ns lies outside bag {reader.path} "
+                f"([{reader.start_ns}, {reader.end_ns}] ns)"
+            )
+    valid = [i for i, error in enumerate(errors) if error is None]
+    replay = WindowReplay([windows[i] for i in valid], config)
+    spans = [(reader.start_ns, windows[i][1]) for i in valid]
+    scan_errors = reader.scan(spans, lambda _, frame: replay.push(frame), on_progress)
+    found = replay.finish()
+    results: list[list[KeyFrame] | BagReadError] = list(errors)  # type: ignore[arg-type]
+    for i, error, keyframes in zip(valid, scan_errors, found, strict=True):
+        if error is None and not keyframes:
+            start, end = windows[i]
+            error = BagReadError(f"window [{start}, {end}] ns of bag {reader.path} holds no frames")
+        results[i] = error if error is not None else keyframes
+    return results
 
 
 def iter_items(
@@ -263,7 +214,7 @@ def iter_items(
                     frames_bar.update(done - frames_bar.n)
 
                 windows = [_window_ns(question, reader) for question in bag_questions]
-                found = bag_keyframes(reader, windows, config.keyframes, config.workers, progress)
+                found = bag_keyframes(reader, windows, config.keyframes, progress)
             for question, keyframes in zip(bag_questions, found, strict=True):
                 bar.update(1)
                 if isinstance(keyframes, BagReadError):
@@ -582,9 +533,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="key frames per question at most (paper: 32; fewer make shorter prompts, as the node's "
         "keyframes.max_keyframes does)",
     )
-    parser.add_argument(
-        "--workers", type=int, default=default_workers(), help="threads for key frames (default: all cores)"
-    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_prepare_command)
     register_import(subparsers)
@@ -621,7 +569,6 @@ def run_prepare_command(args: argparse.Namespace) -> int:
         folds=args.folds,
         batch_size=args.batch_size,
         progress=not args.no_progress,
-        workers=args.workers,
     )
     result = run_prepare(config)
     summary = write_dataset(config.out, result)

@@ -25,9 +25,9 @@ only) and saves a full model to ``output_dir/warm_start``, which GRPO then start
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
-import random
 from typing import Any, Mapping, Sequence
 
 from embodied_r_ros.config import ConfigError
