@@ -27,6 +27,14 @@ separates perception from reasoning. It is not a VLM and no figure here is a VLM
 Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json}``, reward and length
 curves of the GRPO run in ``OUT/runs/grpo_all/plots/``, ``OUT/summary.json`` (settings, stage times), and
 copies the figures to ``--figures`` (default docs/figures/).
+
+Results kept across machines (``--results``, default ``training/experiments/results/smollm2``, committed):
+on 2 CPU cores the whole experiment takes longer than one working session on a fresh machine, so each
+finished evaluation (metrics, predictions) and each GRPO run's log is copied there with its provenance: the
+commit it ran from and the repository files it depended on (every module of the project the process had
+loaded, the config, this script). A later run restores a kept result instead of recomputing it only while
+``git diff`` shows none of those files changed since that commit, and skips a training run whose
+evaluations are all restored. Any change to the code or the data it reads means a rerun.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import argparse
 import json
 import logging
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,8 @@ logger = logging.getLogger("smollm2_grpo")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "smollm2_cpu.yaml"
+DEFAULT_RESULTS = REPO / "training" / "experiments" / "results" / "smollm2"
+KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed. Test seeds are never used for training data.
 SEEDS = {
@@ -87,6 +99,94 @@ class Stages:
         self.times[name] = round(time.perf_counter() - start, 1)
         self.path.write_text(json.dumps(self.times, indent=1) + "\n")
         logger.info("%s: %.0f s", name, self.times[name])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Results kept across machines
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+
+
+class KeptResults:
+    """Finished evaluations and training logs kept in the repository with the code state they came from
+    (see the module docstring). ``root`` None: nothing is kept or restored."""
+
+    def __init__(self, root: Path | None, out: Path, config: Path) -> None:
+        self.root, self.out, self.config = root, out, config
+        head = _git("rev-parse", "HEAD")
+        self.commit = head.stdout.strip() if head.returncode == 0 else ""
+        status = _git("status", "--porcelain", "--untracked-files=all")
+        # Files that differ from the commit when this process started: results that depend on them are
+        # not kept (nobody could tell later which code made them).
+        lines = status.stdout.splitlines() if status.returncode == 0 else None
+        self.dirty = None if lines is None else {line[3:].strip() for line in lines}
+
+    def _depends_on(self) -> list[str]:
+        """Repository files this process's results depend on: the project's loaded modules, config, script."""
+        files = {Path(__file__).resolve(), self.config.resolve()}
+        for module in list(sys.modules.values()):
+            name = getattr(module, "__name__", "")
+            path = getattr(module, "__file__", None)
+            if path and name.split(".")[0] in ("embodied_r_ros", "embodied_r_training"):
+                files.add(Path(path).resolve())
+        relative = []
+        for path in files:
+            real = path.resolve()  # the colcon install holds symlinks into the repository
+            if real.is_relative_to(REPO):
+                relative.append(str(real.relative_to(REPO)))
+        return sorted(relative)
+
+    def _provenance(self) -> dict[str, Any] | None:
+        if self.root is None or not self.commit or self.dirty is None:
+            return None
+        files = self._depends_on()
+        changed = sorted(set(files) & self.dirty)
+        if changed:
+            logger.warning("not keeping results: %s differ from commit %s (commit them first)", changed,
+                           self.commit[:10])  # fmt: skip
+            return None
+        return {"commit": self.commit, "files": files, "kept": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+    def _valid(self, kept: Path) -> bool:
+        """Whether the result in ``kept`` came from code identical to the working tree's, file by file."""
+        try:
+            provenance = json.loads((kept / "provenance.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        diff = _git("diff", "--quiet", provenance["commit"], "--", *provenance["files"])
+        if diff.returncode != 0:
+            logger.info("kept %s is stale (code changed since %s or commit unknown): recomputing",
+                        kept.relative_to(self.root), provenance["commit"][:10])  # fmt: skip
+            return False
+        return True
+
+    def restore(self, kind: str, name: str, files: tuple[str, ...]) -> bool:
+        """Copy a kept, still valid result (``kind`` eval or runs) into OUT; True when it was restored."""
+        if self.root is None:
+            return False
+        kept, target = self.root / kind / name, self.out / kind / name
+        if not all((kept / f).is_file() for f in files) or not self._valid(kept):
+            return False
+        target.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            if not (target / f).is_file():
+                shutil.copyfile(kept / f, target / f)
+        return True
+
+    def keep(self, kind: str, name: str, files: dict[str, Path]) -> None:
+        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance."""
+        provenance = self._provenance()
+        if provenance is None or not all(p.is_file() for p in files.values()):
+            return
+        kept = self.root / kind / name  # type: ignore[operator]
+        if (kept / "provenance.json").is_file() and self._valid(kept):
+            return  # kept already (restored or kept by an earlier run of the same code)
+        kept.mkdir(parents=True, exist_ok=True)
+        for f, source in files.items():
+            shutil.copyfile(source, kept / f)
+        (kept / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -168,9 +268,10 @@ def train_runs(
     stages: Stages,
     envs: list[str],
     methods: list[str],
+    needed: Any = lambda name: True,
 ) -> dict[str, Path]:
-    """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor");
-    returns run name -> dir."""
+    """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor"), those
+    ``needed(name)`` says are (a run whose evaluations were all restored is not); returns run name -> dir."""
     from embodied_r_training.train import NODE_PARAMS, train
     from embodied_r_training.train_config import load_train_config
 
@@ -184,9 +285,12 @@ def train_runs(
             if method == "sft":
                 overrides += ["method=sft", f"warm_start.steps={sft_steps(base)}"]
             config = load_train_config(args.config, overrides)
-            stages.run(
-                f"train {name}", run_dir / "final" / NODE_PARAMS, lambda c=config: train(c, resume=True)
-            )
+            if needed(name):
+                stages.run(
+                    f"train {name}", run_dir / "final" / NODE_PARAMS, lambda c=config: train(c, resume=True)
+                )
+            else:
+                logger.info("train %s: not needed (its evaluations were restored)", name)
             runs[name] = run_dir
     return runs
 
@@ -215,8 +319,15 @@ def systems(args: argparse.Namespace, env: str) -> dict[str, list[str]]:
 
 
 def evaluate(
-    out: Path, args: argparse.Namespace, dataset: Path, name: str, system: list[str], stages: Stages
-):
+    out: Path,
+    args: argparse.Namespace,
+    dataset: Path,
+    name: str,
+    system: list[str],
+    stages: Stages,
+    kept: KeptResults,
+) -> Path:
+    """``embodied-r eval`` of one system into ``OUT/eval/NAME`` (restored when kept, kept when new)."""
     target = out / "eval" / name
     command = ["eval", str(dataset), "--split", "test", "--out", str(target), "--device", "cpu"]
     command += [
@@ -228,8 +339,26 @@ def evaluate(
         "--dtype",
         args.eval_dtype,
     ]
+    kept.restore("eval", name, KEPT_EVAL_FILES)
     stages.run(f"eval {name}", target / "metrics.json", lambda: cli([*command, *system]))
+    kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
     return target
+
+
+def grpo_log(run_dir: Path, kept: KeptResults) -> list[dict[str, Any]]:
+    """The GRPO run's log history (for the curves): from its checkpoints, or kept (``log_history.json``)."""
+    from embodied_r_training.plots import load_log_history
+
+    name, log = run_dir.name, run_dir / "log_history.json"
+    if not kept.restore("runs", name, ("log_history.json",)):
+        log.write_text(json.dumps({"log_history": load_log_history(run_dir)}) + "\n", encoding="utf-8")
+        kept.keep("runs", name, {"log_history.json": log})
+    return load_log_history(log)
+
+
+def restorable(kept: KeptResults, names: list[str]) -> set[str]:
+    """The evaluations among ``names`` that are kept and still valid (restored into OUT on the way)."""
+    return {name for name in names if kept.restore("eval", name, KEPT_EVAL_FILES)}
 
 
 def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
@@ -335,13 +464,16 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--figures", type=Path, default=REPO / "docs" / "figures")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                        help="kept results (committed; see the module docstring)")  # fmt: skip
+    parser.add_argument("--no-keep", action="store_true", help="neither restore nor keep results")
     return parser.parse_args()
 
 
 def main() -> int:
     import torch
     from embodied_r_training.compare import compare, load_run, write_comparison
-    from embodied_r_training.plots import load_log_history, plot_training_curves
+    from embodied_r_training.plots import plot_training_curves
     from embodied_r_training.train_config import load_train_config
 
     args = parse_args()
@@ -356,6 +488,7 @@ def main() -> int:
     config = load_train_config(args.config)
     args.max_new_tokens = args.max_new_tokens or int(config.grpo["max_completion_length"])
     stages = Stages(out)
+    kept = KeptResults(None if args.no_keep else args.results.resolve(), out, args.config)
     if parts == {"data"}:
         build_data(out, args, stages)
         return 0
@@ -368,18 +501,20 @@ def main() -> int:
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "main" in parts:
         # GRPO and its baselines first, then the SFT comparison: the main table is ready soonest.
-        runs = train_runs(out, args, data, stages, ["all"], ["grpo"])
+        restored = restorable(kept, list(LABELS))
+        needed = {"grpo_all": not {"warm", "grpo"} <= restored, "sft_all": "sft" not in restored}
+        runs = train_runs(out, args, data, stages, ["all"], ["grpo"], needed.get)
         evals = {}
         for key, system in systems(args, "all").items():
             if key == "sft":
-                runs.update(train_runs(out, args, data, stages, ["all"], ["sft"]))
-            evals[key] = evaluate(out, args, data["test_all"], key, system, stages)
+                runs.update(train_runs(out, args, data, stages, ["all"], ["sft"], needed.get))
+            evals[key] = evaluate(out, args, data["test_all"], key, system, stages, kept)
         result = compare([load_run(f"{LABELS[k]}={p}") for k, p in evals.items()],
                          [LABELS["untrained"], LABELS["warm"]])  # fmt: skip
         for row, key in zip(result["systems"], evals, strict=True):
             row["mc_accuracy_lenient"] = lenient_mc(evals[key], data["test_all"])
         files = write_comparison(result, out / "tables" / "main")
-        curves = plot_training_curves(load_log_history(runs["grpo_all"]), runs["grpo_all"] / "plots")
+        curves = plot_training_curves(grpo_log(runs["grpo_all"], kept), runs["grpo_all"] / "plots")
         summary["tables"]["main"] = result
         for source, name in (
             (files[2], "smollm2_main.png"),
@@ -389,16 +524,17 @@ def main() -> int:
             shutil.copyfile(source, args.figures / name)
         print((out / "tables" / "main" / "comparison.md").read_text())
     if "ood" in parts:
-        train_runs(out, args, data, stages, list(ENVS), ["grpo", "sft"])
+        names = {(k, tr, te): f"ood/{k}_{tr}_on_{te}" for k in ("grpo", "sft") for tr in ENVS for te in ENVS}
+        restored = restorable(kept, list(names.values()))
+        train_runs(out, args, data, stages, list(ENVS), ["grpo", "sft"], lambda run: any(
+            name not in restored for (k, tr, _), name in names.items() if run == f"{k}_{tr}"
+        ))  # fmt: skip
         results = {}
-        for train_env in ENVS:
-            for key in ("grpo", "sft"):
-                system = systems(args, train_env)[key]
-                for test_env in ENVS:
-                    name = f"ood/{key}_{train_env}_on_{test_env}"
-                    results[(key, train_env, test_env)] = evaluate(
-                        out, args, data[f"test_{test_env}"], name, system, stages
-                    )
+        for (key, train_env, test_env), name in names.items():
+            system = systems(args, train_env)[key]
+            results[(key, train_env, test_env)] = evaluate(
+                out, args, data[f"test_{test_env}"], name, system, stages, kept
+            )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])
     summary["times_s"] = stages.times

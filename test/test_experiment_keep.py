@@ -1,0 +1,59 @@
+"""The SmolLM2 experiment keeps finished results with their code state and restores them only while that
+code is unchanged (training/experiments/smollm2_grpo.py, KeptResults)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "training" / "experiments" / "smollm2_grpo.py"
+
+
+@pytest.fixture
+def experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The experiment module with REPO pointing at a fresh git repository holding one config file."""
+    spec = importlib.util.spec_from_file_location("smollm2_grpo_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "config.yaml").write_text("steps: 1\n")
+    subprocess.run([*git, "add", "config.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    monkeypatch.setattr(module, "REPO", repo)
+    return module, repo
+
+
+def test_results_are_restored_only_while_their_code_is_unchanged(experiment, tmp_path: Path) -> None:
+    module, repo = experiment
+    out, root = tmp_path / "out", repo / "kept"
+    config = repo / "config.yaml"
+    metrics = out / "eval" / "grpo" / "metrics.json"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(json.dumps({"mc_accuracy": 0.5}))
+    module.KeptResults(root, out, config).keep("eval", "grpo", {"metrics.json": metrics})
+    provenance = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
+    assert "config.yaml" in provenance["files"] and len(provenance["commit"]) == 40
+
+    fresh = tmp_path / "fresh"  # a new machine: OUT is empty
+    assert module.KeptResults(root, fresh, config).restore("eval", "grpo", ("metrics.json",))
+    assert json.loads((fresh / "eval" / "grpo" / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
+    assert not module.KeptResults(root, fresh, config).restore("eval", "sft", ("metrics.json",))
+
+    config.write_text("steps: 2\n")  # the code (here: the config) changed: the result is stale
+    again = tmp_path / "again"
+    assert not module.KeptResults(root, again, config).restore("eval", "grpo", ("metrics.json",))
+    assert not (again / "eval" / "grpo").exists()
+    # ...and a result made from uncommitted changes is not kept at all.
+    other = out / "eval" / "sft" / "metrics.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    module.KeptResults(root, out, config).keep("eval", "sft", {"metrics.json": other})
+    assert not (root / "eval" / "sft").exists()
+    assert module.KeptResults(None, out, config).restore("eval", "grpo", ("metrics.json",)) is False
