@@ -1,14 +1,17 @@
 """``embodied-r ask``: ask a running ``embodied_r`` node a question and print the answer and its evidence.
 
     embodied-r ask "Which way did I turn?" --options left right [--window 30] [--action]
+    embodied-r ask "Where was the door?" --start 1700000002.5 --end 2026-12-01T10:05:00+00:00
     embodied-r ask --questions questions.jsonl --report answers.html
 
 Uses the node's ``~/ask`` service (or, with ``--action``, its ``~/answer`` action, printing the stages as
 they come). Prints the answer, the reasoning and the key-frame stamps. ``--questions`` reads a file of
 questions (JSON lines, a JSON list or YAML; keys ``question``, optional ``options``, ``answer`` or
-``ground_truth``, ``window_s``, ``id``: the lines ``embodied-r synth`` writes work as they are)
-and prints each answer next to its ground truth. ``--report`` collects the key frames the node publishes
-on ``~/keyframes`` and writes the HTML report.
+``ground_truth``, ``window_s``, ``start_ns``/``end_ns`` (camera stamps), ``id``: the lines ``embodied-r
+synth`` writes work as they are, each asked about its own interval of the bag) and prints each answer next
+to its ground truth. ``--start``/``--end`` ask about an interval of camera time (seconds since the epoch,
+as in the images' stamps, or an ISO 8601 time) instead of the last ``--window`` seconds. ``--report``
+collects the key frames the node publishes on ``~/keyframes`` and writes the HTML report.
 
 Exit code: 0 when every question was answered, 1 when one was not (busy, timeout, no frames ...), 2 when
 no node answers.
@@ -41,6 +44,8 @@ class Question:
     ground_truth: str | None = None
     window_s: float = 0.0
     id: str = ""
+    start_ns: int = 0  # an interval of camera time (0 = unset): see embodied_r_ros.windows
+    end_ns: int = 0
 
 
 @dataclass
@@ -79,9 +84,14 @@ def load_questions(path: str | Path) -> list[Question]:
         if not isinstance(record, dict) or not str(record.get("question", "")).strip():
             raise ValueError(f"{path}: entry {number} has no 'question'")
         truth = record.get("ground_truth", record.get("answer"))
-        # start_s/end_s of a bag are not used: the node's window ends at its newest frame, so a narrower
-        # window would cover the wrong interval after the whole bag has played; the default covers it all.
-        window_s = float(record.get("window_s", 0.0) or 0.0)
+        # start_ns/end_ns are camera stamps (synth writes them); start_s/end_s count from a bag's start,
+        # which the node does not know, so they are not used.
+        try:
+            window_s = float(record.get("window_s", 0.0) or 0.0)
+            start_ns, end_ns = int(record.get("start_ns", 0) or 0), int(record.get("end_ns", 0) or 0)
+        except (TypeError, ValueError) as exc:
+            message = f"{path}: entry {number}: window_s, start_ns and end_ns must be numbers ({exc})"
+            raise ValueError(message) from None
         questions.append(
             Question(
                 question=str(record["question"]),
@@ -89,6 +99,8 @@ def load_questions(path: str | Path) -> list[Question]:
                 ground_truth=None if truth is None else str(truth),
                 window_s=window_s,
                 id=str(record.get("id", "")),
+                start_ns=start_ns,
+                end_ns=end_ns,
             )
         )
     return questions
@@ -160,16 +172,24 @@ class SpatialClient:
         timeout_s: float = 600.0,
         on_feedback: Callable[[str, float], None] | None = None,
         image_wait_s: float = 0.0,
+        interval_ns: tuple[int, int] = (0, 0),
     ) -> AskResult:
         """Ask one question; waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
-        more for the answer's key-frame images."""
-        from .ros_messages import keyframe_stamps_ns
+        more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset."""
+        from .ros_messages import keyframe_stamps_ns, ns_to_time
 
+        fields = {
+            "question": question,
+            "options": list(options),
+            "window_seconds": float(window_s),
+            "start_stamp": ns_to_time(interval_ns[0]),
+            "end_stamp": ns_to_time(interval_ns[1]),
+        }
         start = time.monotonic()
         if use_action:
-            success, message, answer = self._ask_action(question, options, window_s, timeout_s, on_feedback)
+            success, message, answer = self._ask_action(fields, timeout_s, on_feedback)
         else:
-            success, message, answer = self._ask_service(question, options, window_s, timeout_s)
+            success, message, answer = self._ask_service(fields, timeout_s)
         round_trip = time.monotonic() - start
         images: dict[int, np.ndarray] = {}
         if success:
@@ -183,13 +203,11 @@ class SpatialClient:
                 time.sleep(0.02)
         return AskResult(success, message, answer, round_trip, images)
 
-    def _ask_service(
-        self, question: str, options: Sequence[str], window_s: float, timeout_s: float
-    ) -> tuple[bool, str, Any]:
+    def _ask_service(self, fields: dict[str, Any], timeout_s: float) -> tuple[bool, str, Any]:
         from embodied_r_ros.msg import SpatialAnswer
         from embodied_r_ros.srv import AskSpatial
 
-        request = AskSpatial.Request(question=question, options=list(options), window_seconds=float(window_s))
+        request = AskSpatial.Request(**fields)
         future = self._service.call_async(request)
         if not _wait(future, timeout_s):
             self._service.remove_pending_request(future)
@@ -198,17 +216,12 @@ class SpatialClient:
         return response.success, response.message, response.answer
 
     def _ask_action(
-        self,
-        question: str,
-        options: Sequence[str],
-        window_s: float,
-        timeout_s: float,
-        on_feedback: Callable[[str, float], None] | None,
+        self, fields: dict[str, Any], timeout_s: float, on_feedback: Callable[[str, float], None] | None
     ) -> tuple[bool, str, Any]:
         from embodied_r_ros.action import AnswerSpatial
         from embodied_r_ros.msg import SpatialAnswer
 
-        goal = AnswerSpatial.Goal(question=question, options=list(options), window_seconds=float(window_s))
+        goal = AnswerSpatial.Goal(**fields)
         callback = None
         if on_feedback is not None:
 
@@ -305,6 +318,26 @@ def _as_json(result: AskResult, question: Question, score: float | None) -> str:
     return json.dumps(record)
 
 
+def parse_stamp(text: str) -> int:
+    """A camera stamp from the command line: seconds since the epoch (``1700000002.5``, as in the images'
+    headers) or an ISO 8601 time (``2026-12-01T10:05:00+00:00``; without a zone: this machine's), in ns."""
+    from datetime import datetime
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a stamp: give seconds since the epoch (e.g. 1700000002.5) or an ISO 8601 "
+                "time (e.g. 2026-12-01T10:05:00+00:00)"
+            ) from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a stamp: it must be a time after 1970")
+    return round(seconds * 1e9)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``embodied-r ask``."""
     parser = subparsers.add_parser("ask", help="ask the running embodied_r node a spatial question")
@@ -313,6 +346,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--options", nargs="*", default=[], help="multiple-choice options, without letters")
     parser.add_argument(
         "--window", type=float, default=0.0, help="seconds of history (0: the node's default)"
+    )
+    parser.add_argument(
+        "--start",
+        type=parse_stamp,
+        default=0,
+        help="ask about camera time from this stamp (epoch seconds or ISO 8601)",
+    )
+    parser.add_argument(
+        "--end", type=parse_stamp, default=0, help="... to this stamp (alone: the --window seconds before it)"
     )
     parser.add_argument("--questions", type=Path, help="file of questions (JSON lines, JSON or YAML)")
     parser.add_argument("--node", default=DEFAULT_NODE, help=f"the node's full name (default {DEFAULT_NODE})")
@@ -332,7 +374,9 @@ def run_ask(args: argparse.Namespace) -> int:
         if args.questions:
             questions = load_questions(args.questions)
         elif args.question.strip():
-            questions = [Question(args.question, list(args.options), None, args.window)]
+            questions = [
+                Question(args.question, list(args.options), None, args.window, "", args.start, args.end)
+            ]
         else:
             raise ValueError("give a question or --questions FILE")
     except (OSError, ValueError) as exc:  # json/yaml errors are ValueErrors too
@@ -360,6 +404,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 on_feedback=feedback,
                 image_wait_s=3.0 if args.report else 0.0,
+                interval_ns=(question.start_ns or args.start, question.end_ns or args.end),
             )
             failures += not result.success
             answer = result.answer

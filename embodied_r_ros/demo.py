@@ -89,7 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--size", type=parse_size, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
     )
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
-    parser.add_argument("--questions", type=int, default=6, help="how many of the scene's questions to ask")
+    parser.add_argument(
+        "--questions", type=int, default=0, help="how many of the scene's questions to ask (0: all)"
+    )
     parser.add_argument(
         "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models, else 128)"
     )
@@ -97,19 +99,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def pick_questions(path: Path, count: int) -> list[dict]:
-    """Up to ``count`` questions whose window ends at the end of the bag (the node's window ends at its
-    newest frame), one per task type first, in file order."""
+    """The scene's questions (``count`` > 0: up to that many, one per task type first, in file order).
+    Each is asked about its own interval of the bag (``start_ns``/``end_ns``, see ``embodied-r ask``)."""
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if not records:
-        return []
-    end_ns = max(r["end_ns"] for r in records)
-    candidates = [r for r in records if r["end_ns"] == end_ns]
+    if count <= 0:
+        return records
     picked, tasks = [], set()
-    for record in candidates:  # one per task first, for variety
+    for record in records:  # one per task first, for variety
         if record["task"] not in tasks and len(picked) < count:
             picked.append(record)
             tasks.add(record["task"])
-    for record in candidates:
+    for record in records:
         if record not in picked and len(picked) < count:
             picked.append(record)
     return picked

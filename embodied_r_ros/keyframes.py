@@ -33,13 +33,14 @@ fetches just the chosen frames at query time. Apart from the records it holds th
 and the newest frame (which serves as the always-kept last frame when it is not itself a candidate).
 
 One rule for the robot and its training data: the key frames of a window ``[start, end]`` of a stream are
-what the node answers when it has watched the stream from its first frame and is asked when its newest
-frame is the stream's last frame at or before ``end``: the candidates in the window, judged as they
-arrived against the stream's last kept frame (the candidate grid is anchored at the stream's first frame,
-not the window's), the window's first candidate (always kept: the question's context starts there), that
-newest frame (always kept) and the clamp. :class:`WindowReplay` computes this for many windows of a
-recorded stream in one pass; ``prepare`` and ``eval`` use it, so the reasoner is trained on the key frames
-the robot will show it. :func:`select_keyframes` is the same rule for a clip that IS the whole stream.
+what the node answers when it has watched the stream from its first frame: the candidates in the window,
+judged as they arrived against the stream's last kept frame (the candidate grid is anchored at the
+stream's first frame, not the window's), the window's first candidate (always kept: the question's
+context starts there), the newest frame when the window reaches it (always kept: what the robot sees
+now), then the clamp. The answer does not depend on when a past window is asked about. :class:`WindowReplay`
+computes it for many windows of a recorded stream in one pass, as the node answers after the recording
+has played; ``prepare`` (and so ``eval``) uses it, so the reasoner is trained on the key frames the robot
+will show it. :func:`select_keyframes` is the same rule for a clip that IS the whole stream.
 """
 
 from __future__ import annotations
@@ -596,45 +597,38 @@ class StreamingKeyFrameSelector:
 class WindowReplay:
     """The key frames of several windows of ONE recorded stream, exactly as the node answers them.
 
-    Push the stream's frames in stamp order from its first frame (:meth:`push`; frames off the candidate
-    grid may be left out, except each window's last frame at or before its end), then :meth:`finish`.
-    Each window ``(start_ns, end_ns)`` is answered by one :class:`StreamingKeyFrameSelector` fed the
-    whole stream, at the moment its newest frame is the last one at or before ``end_ns`` (see the module
-    docstring): the node's answer to that question asked at that moment. Windows with no frame give ``[]``.
+    The node has watched the whole stream from its first frame and is asked afterwards (as after playing a
+    bag): push the stream's frames in stamp order (:meth:`push`; frames off the candidate grid may be left
+    out, except the stream's last frame), then :meth:`finish`. Only the candidates inside some window keep
+    their images, so a long recording costs a small record per candidate, not a frame.
     """
 
     def __init__(self, windows: Sequence[tuple[int, int]], config: KeyFrameConfig | None = None) -> None:
         self.windows = [(int(start), int(end)) for start, end in windows]
-        longest_ns = max((end - start for start, end in self.windows), default=0)
-        # The history must reach back to the start of the longest window when its end is answered.
-        history_s = max(longest_ns, 0) / NS_PER_S + 1.0
-        self._selector = StreamingKeyFrameSelector(config, history_s=history_s)
-        self._pending = deque(sorted(range(len(self.windows)), key=lambda i: self.windows[i][1]))
-        self._results: list[list[KeyFrame]] = [[] for _ in self.windows]
+        self._frames: dict[int, Frame] = {}
+        # The whole stream stays in the history: no window may lose its start.
+        self._selector = StreamingKeyFrameSelector(config, history_s=1e9, frame_source=self._frames.get)
 
     def push(self, frame: Frame) -> None:
         """Feed the stream's next frame (a repeated stamp, e.g. a frame handed out twice, is ignored)."""
-        self._answer_until(int(frame.stamp_ns))
         newest = self._selector.newest_ns
-        if newest is None or frame.stamp_ns > newest:
-            self._selector.push(frame)
+        stamp = int(frame.stamp_ns)
+        if newest is not None and stamp <= newest:
+            return
+        seen = self._selector.candidates_seen
+        self._selector.push(frame)
+        if self._selector.candidates_seen != seen and any(lo <= stamp <= hi for lo, hi in self.windows):
+            self._frames[stamp] = frame
 
     def finish(self) -> list[list[KeyFrame]]:
-        """Per window (in the order given) its key frames."""
-        self._answer_until(None)
-        return list(self._results)
-
-    def _answer_until(self, stamp_ns: int | None) -> None:
-        """Answer the windows that end before ``stamp_ns`` (all with None): their moment has come."""
-        while self._pending and (stamp_ns is None or self.windows[self._pending[0]][1] < stamp_ns):
-            i = self._pending.popleft()
-            self._results[i] = self._selector.keyframes_in_window(*self.windows[i])
+        """Per window (in the order given) its key frames; ``[]`` for a window without frames."""
+        return [self._selector.keyframes_in_window(start, end) for start, end in self.windows]
 
 
 def replay_windows(
     frames: Sequence[Frame], windows: Sequence[tuple[int, int]], config: KeyFrameConfig | None = None
 ) -> list[list[KeyFrame]]:
-    """:class:`WindowReplay` over ``frames`` (one stream, stamp order): each window's key frames."""
+    """:class:`WindowReplay` over ``frames`` (the whole stream, stamp order): each window's key frames."""
     replay = WindowReplay(windows, config)
     for frame in frames:
         replay.push(frame)

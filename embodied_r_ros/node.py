@@ -68,6 +68,7 @@ from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
 from .query_worker import CANCELLED, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
 from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
+from .windows import Window, WindowError, format_stamp
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
@@ -181,6 +182,11 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def window_of(request: QueryRequest) -> Window:
+    """The window a question asked for."""
+    return Window(request.window_s, request.start_ns, request.end_ns)
+
+
 class EmbodiedRNode(Node):
     """The ``embodied_r`` node (see the module docstring).
 
@@ -216,6 +222,7 @@ class EmbodiedRNode(Node):
         self.poses = PoseHistory(POSE_CAPACITY, config.odometry.max_gap_s)
         self._kept_stamps: deque[int] = deque()
         self._newest_ns: int | None = None
+        self._oldest_ns: int | None = None  # the first frame since the start or the last reset
         self._newest_odom_ns: int | None = None
         self._frame_id = ""
         self._state_lock = threading.Lock()
@@ -323,6 +330,8 @@ class EmbodiedRNode(Node):
                 self.stats.drop("too_large")
                 self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
         self._newest_ns = stamp
+        if self._oldest_ns is None:
+            self._oldest_ns = stamp
         if kept is not None:
             self._kept_stamps.append(stamp)
             if self._encode is not None and self.params.config.query.pre_encode_keyframes:
@@ -349,6 +358,7 @@ class EmbodiedRNode(Node):
             self.poses.clear()
             self._kept_stamps.clear()
             self._newest_ns = None
+            self._oldest_ns = None
             self._newest_odom_ns = None
             self.worker.clear_idle()
         return frames, decisions
@@ -389,6 +399,10 @@ class EmbodiedRNode(Node):
     ) -> Outcome:
         """Submit a question and wait for its outcome (busy, timeout, cancel, failure or the answer)."""
         timeout_s = self.params.config.query.timeout_s
+        try:
+            window_of(request).check()
+        except WindowError as exc:
+            return self._count(Outcome(False, str(exc)), None)
         try:
             job = self.worker.submit(request, timeout_s)
         except QueueFullError as exc:
@@ -459,10 +473,9 @@ class EmbodiedRNode(Node):
         start = time.perf_counter()
         job.report("keyframes", 0.05)
         request, config = job.request, self.params.config
-        window_s = request.window_s if request.window_s > 0 else config.query.window_s
         with self._state_lock:
-            end = self._newest_ns
-            if end is None:
+            newest, oldest = self._newest_ns, self._oldest_ns
+            if newest is None or oldest is None:
                 dropped = sum(self.stats.dropped.values())
                 topic = self.resolve_topic_name(self.camera_topic)
                 raise NoFramesError(
@@ -470,11 +483,17 @@ class EmbodiedRNode(Node):
                     f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
                     "order); check that the camera publishes there"
                 )
-            keyframes = self.selector.keyframes_in_window(end - round(window_s * NS_PER_S), end)
-            if keyframes and keyframes[-1].frame.stamp_ns == end:
+            history_s = config.buffer.history_s
+            oldest = max(oldest, newest - round(history_s * NS_PER_S))
+            start, end = window_of(request).resolve(config.query.window_s, oldest, newest, history_s)
+            keyframes = self.selector.keyframes_in_window(start, end)
+            if keyframes and keyframes[-1].frame.stamp_ns == newest:
                 keyframes[-1] = self._stored(keyframes[-1])
         if not keyframes:
-            raise NoFramesError(f"no camera frames in the {window_s:g} s window ending at the newest frame")
+            raise NoFramesError(
+                f"no camera frames in the window {format_stamp(start)} - {format_stamp(end)} (the newest "
+                f"frame is at {format_stamp(newest)})"
+            )
         keyframes = [self._with_pose(kf) for kf in keyframes]
         keyframes_s = time.perf_counter() - start
         answer = self.pipeline.answer(
@@ -530,8 +549,11 @@ class EmbodiedRNode(Node):
 
     def _on_ask(self, request: Any, response: Any) -> Any:
         outcome = self.ask(
-            QueryRequest(request.question, tuple(request.options), float(request.window_seconds), "service")
-        )
+            QueryRequest(
+                request.question, tuple(request.options), float(request.window_seconds), "service",
+                stamp_to_ns(request.start_stamp), stamp_to_ns(request.end_stamp),
+            )
+        )  # fmt: skip
         response.success, response.message = outcome.success, outcome.message
         if outcome.answer is not None:
             response.answer = outcome.answer
@@ -544,7 +566,14 @@ class EmbodiedRNode(Node):
             goal_handle.publish_feedback(AnswerSpatial.Feedback(stage=stage, progress=progress))
 
         outcome = self.ask(
-            QueryRequest(goal.question, tuple(goal.options), float(goal.window_seconds), "action"),
+            QueryRequest(
+                goal.question,
+                tuple(goal.options),
+                float(goal.window_seconds),
+                "action",
+                stamp_to_ns(goal.start_stamp),
+                stamp_to_ns(goal.end_stamp),
+            ),  # fmt: skip
             on_event=feedback,
             cancelled=lambda: goal_handle.is_cancel_requested,
         )

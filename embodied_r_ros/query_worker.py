@@ -50,12 +50,15 @@ class QueryAbandoned(Exception):
 
 @dataclass(frozen=True)
 class QueryRequest:
-    """One question as a caller asked it. ``window_s`` 0 means the node's default window."""
+    """One question as a caller asked it. ``window_s`` 0 means the node's default window; ``start_ns`` and
+    ``end_ns`` (0 = unset) name an absolute interval (see :mod:`.windows`)."""
 
     question: str
     options: tuple[str, ...] = ()
     window_s: float = 0.0
     source: str = "service"  # "service", "action" or "topic" (for logs and diagnostics)
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 class QueryJob:

@@ -383,29 +383,32 @@ def test_replayed_windows_are_the_nodes_key_frames_mid_stream() -> None:
     """One rule (issue 11): a window of a recorded stream gets the key frames the node answers after
     watching the stream from its first frame, not the rule restarted at the window's first frame."""
     frames = synthetic_clip(seconds=40, fps=4).frames
-    windows = [(frames[i].stamp_ns, frames[j].stamp_ns) for i, j in [(3, 159), (13, 90), (41, 120), (0, 159)]]
+    pairs = [(3, 159), (13, 90), (41, 121), (0, 159), (70, 101)]
+    windows = [(frames[i].stamp_ns, frames[j].stamp_ns) for i, j in pairs]
     windows.append((frames[70].stamp_ns + 1, frames[100].stamp_ns + 1))  # edges between frames
     found = replay_windows(frames, windows)
+    node = StreamingKeyFrameSelector(history_s=3600.0)  # the node: every frame, then the questions
+    for frame in frames:
+        node.push(frame)
     restarted = 0
     for (start, end), keyframes in zip(windows, found, strict=True):
-        node = StreamingKeyFrameSelector(history_s=3600.0)  # the node: every frame up to the question
-        for frame in frames:
-            if frame.stamp_ns <= end:
-                node.push(frame)
-        expected = node.keyframes_in_window(start, end)
         summary = [(k.frame.stamp_ns, k.index, k.reason) for k in keyframes]
+        expected = node.keyframes_in_window(start, end)
         assert summary == [(k.frame.stamp_ns, k.index, k.reason) for k in expected]
+        assert all(k.frame is not None and k.frame.image.size for k in keyframes)
         window = [f for f in frames if start <= f.stamp_ns <= end]
         restarted += summary != [(k.frame.stamp_ns, k.index, k.reason) for k in select_keyframes(window)]
     assert restarted >= 2  # the old per-window rule gave other key frames mid-stream (1.0, 3.0 vs 0.75 ...)
-    assert replay_windows(frames, [(frames[-1].stamp_ns + 1, frames[-1].stamp_ns + 9)]) == [[]]
-    # Only the candidates and each window's last frame are needed: the same answer from far fewer frames.
-    replay = WindowReplay(windows)
+    # The newest frame (off the 1 fps grid here) ends a window that reaches it, and no earlier window.
+    assert found[0][-1].frame.stamp_ns == frames[159].stamp_ns
     grid = {frames[i].stamp_ns for i in candidate_indices([f.stamp_ns for f in frames], 1.0)}
-    lasts = {max(f.stamp_ns for f in frames if f.stamp_ns <= end) for _, end in windows}
+    assert frames[101].stamp_ns not in grid and found[4][-1].frame.stamp_ns < frames[101].stamp_ns
+    assert replay_windows(frames, [(frames[-1].stamp_ns + 1, frames[-1].stamp_ns + 9)]) == [[]]
+    # Only the candidates and the stream's last frame are needed: the same answer from far fewer frames.
+    replay = WindowReplay(windows)
     for frame in frames:
-        if frame.stamp_ns in grid | lasts:
+        if frame.stamp_ns in grid:
             replay.push(frame)
-            replay.push(frame)  # a frame handed to several windows is pushed once per window: ignored
+            replay.push(frame)  # a frame handed out twice is pushed once
     again = replay.finish()
     assert [[k.frame.stamp_ns for k in w] for w in again] == [[k.frame.stamp_ns for k in w] for w in found]

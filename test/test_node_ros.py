@@ -622,26 +622,36 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
         assert node.newest_ns == end
         ask = client.create_client(AskSpatial, "/parity/embodied_r/ask")
         assert ask.wait_for_service(timeout_sec=WAIT_S)
-        seconds = [600.0, 11.3, 8.0, 5.6, 2.9]  # the whole bag, then windows starting mid-stream
+        seconds = [600.0, 11.3, 8.0, 5.6, 2.9]  # the whole bag, then the last seconds from mid-stream
+        windows = [(end - round(s * NS_PER_S), end) for s in seconds]
+        stamps = [f.stamp_ns for f in clip.frames]
+        intervals = [(stamps[20], stamps[70]), (stamps[33] + 1, stamps[90]), (stamps[0], stamps[45])]
         answered = []
-        for window_s in seconds:
-            request = AskSpatial.Request(question="Which way did I turn?", options=["left", "right"],
-                                         window_seconds=window_s)  # fmt: skip
+        for (start, stop), window_s in zip(windows + intervals, seconds + [0.0] * 3, strict=True):
+            absolute = window_s == 0.0  # the intervals: asked by their stamps, after the bag ended
+            start, stop = (start, stop) if absolute else (0, 0)
+            request = AskSpatial.Request(
+                question="Which way did I turn?", options=["left", "right"], window_seconds=window_s,
+                start_stamp=ns_to_time(start), end_stamp=ns_to_time(stop),
+            )  # fmt: skip
             response = result_of(ask.call_async(request), 60.0)
             assert response.success, response.message
             answered.append(keyframe_stamps_ns(response.answer))
+        future = [(end + 5 * NS_PER_S, end + 9 * NS_PER_S)]
+        request = AskSpatial.Request(question="q", start_stamp=ns_to_time(future[0][0]))
+        response = result_of(ask.call_async(request), 60.0)
+        assert not response.success and "reaches into the future" in response.message
     finally:
         executor.shutdown(timeout_sec=2.0)
         spinner.join(timeout=5.0)
         node.destroy_node()
         client.destroy_node()
-    windows = [(end - round(s * NS_PER_S), end) for s in seconds]
     with BagReader(bag, BagTopics(odometry="")) as reader:
-        prepared = bag_keyframes(reader, windows, KeyFrameConfig())
+        prepared = bag_keyframes(reader, windows + intervals, KeyFrameConfig())
     assert [[k.frame.stamp_ns for k in found] for found in prepared] == answered
     assert all(len(stamps) >= 2 for stamps in answered)
     restarted = [
         [k.frame.stamp_ns for k in select_keyframes([f for f in clip.frames if lo <= f.stamp_ns <= hi])]
-        for lo, hi in windows
+        for lo, hi in windows + intervals
     ]
     assert restarted[0] == answered[0] and restarted != answered  # the old per-window rule differed

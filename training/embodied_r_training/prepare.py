@@ -150,13 +150,13 @@ def bag_keyframes(
     config: KeyFrameConfig,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[list[KeyFrame] | BagReadError]:
-    """Key frames of each window of one bag, as the node answers them after watching the bag from its
-    first frame (:class:`~embodied_r_ros.keyframes.WindowReplay`, the one rule), from ONE pass over it.
+    """Key frames of each window of one bag, as the node answers them after the bag has played into it
+    from its first frame (:class:`~embodied_r_ros.keyframes.WindowReplay`, the one rule), in ONE pass.
 
-    The bag is one stream: the reader hands over, in stamp order, the candidates from the bag's first image
-    to each window's end and the last image at or before that end (a frame used by several windows is
-    read and decoded once; with an index only those frames are read at all). Returns per window its key
-    frames or the error that ended it (outside the bag, no frames, an image that cannot be decoded).
+    The bag is one stream: the reader hands over, in stamp order, its candidates from the first image and
+    its last image (each read and decoded once; with an index only those are read at all). Returns per
+    window its key frames or the error that ended it (outside the bag, no frames, an image that cannot be
+    decoded).
     """
     errors: list[BagReadError | None] = [None] * len(windows)
     for i, (start, end) in enumerate(windows):
@@ -167,15 +167,14 @@ def bag_keyframes(
             )
     valid = [i for i, error in enumerate(errors) if error is None]
     replay = WindowReplay([windows[i] for i in valid], config)
-    spans = [(reader.start_ns, windows[i][1]) for i in valid]
-    scan_errors = reader.scan(spans, lambda _, frame: replay.push(frame), on_progress)
+    # A bag that cannot be read to its end fails all its windows: their key frames depend on all of it.
+    (failed,) = reader.scan([(reader.start_ns, reader.end_ns)], lambda _, f: replay.push(f), on_progress)
     found = replay.finish()
     results: list[list[KeyFrame] | BagReadError] = list(errors)  # type: ignore[arg-type]
-    for i, error, keyframes in zip(valid, scan_errors, found, strict=True):
-        if error is None and not keyframes:
-            start, end = windows[i]
-            error = BagReadError(f"window [{start}, {end}] ns of bag {reader.path} holds no frames")
-        results[i] = error if error is not None else keyframes
+    for i, keyframes in zip(valid, found, strict=True):
+        start, end = windows[i]
+        empty = BagReadError(f"window [{start}, {end}] ns of bag {reader.path} holds no frames")
+        results[i] = failed or (keyframes if keyframes else empty)
     return results
 
 
