@@ -33,6 +33,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 DEFAULT_NODE = "/embodied_r"
+# The node publishes an answer's key frames before it answers, but on a loaded machine they can arrive
+# seconds later; the wait ends as soon as all are there.
+IMAGE_WAIT_S = 20.0
 
 
 @dataclass
@@ -403,7 +406,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 use_action=args.action,
                 timeout_s=args.timeout,
                 on_feedback=feedback,
-                image_wait_s=3.0 if args.report else 0.0,
+                image_wait_s=IMAGE_WAIT_S if args.report else 0.0,
                 interval_ns=(question.start_ns or args.start, question.end_ns or args.end),
             )
             failures += not result.success
