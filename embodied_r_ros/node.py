@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -44,11 +46,13 @@ from typing import Any, Callable, Sequence
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -66,12 +70,14 @@ from .keyframes import KeyFrame, StreamingKeyFrameSelector
 from .node_params import NODE_NAME, NodeParameters
 from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
-from .query_worker import CANCELLED, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
+from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
 from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
 from .windows import Window, WindowError, format_stamp
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
+SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the executor
+REPLY_FLUSH_S = 0.5  # after the last reply was handed to DDS, before the context goes
 CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
 
 
@@ -108,7 +114,7 @@ class Outcome:
     success: bool
     message: str
     answer: Any = None  # SpatialAnswer when success
-    status: str = "failed"  # "answered", "failed", "busy", TIMEOUT, CANCELLED
+    status: str = "failed"  # "answered", "failed", "busy", TIMEOUT, CANCELLED, SHUTDOWN
 
 
 @dataclass
@@ -223,6 +229,8 @@ class EmbodiedRNode(Node):
         self._kept_stamps: deque[int] = deque()
         self._newest_ns: int | None = None
         self._oldest_ns: int | None = None  # the first frame since the start or the last reset
+        self._callbacks = threading.Condition()  # ask() calls in flight, waited for at shutdown
+        self._callbacks_in_flight = 0
         self._newest_odom_ns: int | None = None
         self._frame_id = ""
         self._state_lock = threading.Lock()
@@ -398,6 +406,26 @@ class EmbodiedRNode(Node):
         cancelled: Callable[[], bool] = lambda: False,
     ) -> Outcome:
         """Submit a question and wait for its outcome (busy, timeout, cancel, failure or the answer)."""
+        with self._callbacks:
+            self._callbacks_in_flight += 1
+        try:
+            return self._ask(request, on_event, cancelled)
+        finally:
+            with self._callbacks:
+                self._callbacks_in_flight -= 1
+                self._callbacks.notify_all()
+
+    def wait_for_callbacks(self, timeout_s: float) -> bool:
+        """Wait until no :meth:`ask` is in flight (at shutdown, after the worker closed); False on timeout."""
+        with self._callbacks:
+            return self._callbacks.wait_for(lambda: self._callbacks_in_flight == 0, timeout_s)
+
+    def _ask(
+        self,
+        request: QueryRequest,
+        on_event: Callable[[str, float], None] | None,
+        cancelled: Callable[[], bool],
+    ) -> Outcome:
         timeout_s = self.params.config.query.timeout_s
         try:
             window_of(request).check()
@@ -442,6 +470,8 @@ class EmbodiedRNode(Node):
             )
         if job.abandon_reason == CANCELLED:
             return Outcome(False, f"query {job.id} cancelled", status=CANCELLED)
+        if job.abandon_reason == SHUTDOWN:
+            return Outcome(False, "shutting down: the node is stopping; ask when it is back", status=SHUTDOWN)
         if job.abandon_reason == TIMEOUT:
             where = (
                 "while waiting behind another question"
@@ -673,8 +703,18 @@ def _gpu_memory() -> dict[str, str]:
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run the node until Ctrl-C or shutdown; returns the exit code (1: bad parameters or models)."""
-    rclpy.init(args=args)
+    """Run the node until SIGINT or SIGTERM (or the context's shutdown); returns the exit code (0; 1: bad
+    parameters or models).
+
+    A launch system stops a node with SIGINT, then SIGTERM: either ends the node within seconds, exit 0, no
+    traceback. Questions in flight are answered ``success=false, "shutting down"`` while the node can
+    still reply, then the executor and the context are shut down (rclpy's own handlers would invalidate
+    the context first, and a service callback waiting for the models would hold the executor up to
+    ``query.timeout_s``).
+    """
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             node = EmbodiedRNode()
@@ -684,16 +724,39 @@ def main(args: Sequence[str] | None = None) -> int:
             return 1
         executor = MultiThreadedExecutor(num_threads=node.executor_threads)
         executor.add_node(node)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            executor.shutdown(timeout_sec=1.0)
-            node.destroy_node()
-        return 0
+        spinner = threading.Thread(target=_spin, args=(executor, stop), name="embodied_r_spin", daemon=True)
+        spinner.start()
+        stop.wait()
+        node.get_logger().info("shutting down")
+        node.worker.close(timeout=0.0)  # in-flight questions get "shutting down" now, while replies work
+        if node.wait_for_callbacks(timeout_s=SHUTDOWN_GRACE_S):
+            time.sleep(REPLY_FLUSH_S)
+        executor.shutdown(timeout_sec=SHUTDOWN_GRACE_S)
+        spinner.join(timeout=SHUTDOWN_GRACE_S)
+        generating = node.worker.alive
+        node.destroy_node()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         rclpy.try_shutdown()
+    if generating:
+        # A generation still runs in C++ on the worker thread: interpreter finalization would abort the
+        # process under it ("terminate called ..."). Everything ROS is closed; leave now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
+    """Spin until the executor or the context shuts down; then end :func:`main`'s wait."""
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException, RCLError):
+        pass  # a context shut down from outside, or a wait set torn down by the shutdown itself
+    finally:
+        stop.set()
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 # Job states.
 QUEUED, RUNNING, DONE, ABANDONED = "queued", "running", "done", "abandoned"
 # Why a job was abandoned.
-TIMEOUT, CANCELLED = "timeout", "cancelled"
+TIMEOUT, CANCELLED, SHUTDOWN = "timeout", "cancelled", "shutdown"
 
 
 class QueueFullError(RuntimeError):
@@ -155,6 +155,11 @@ class QueryWorker:
             return len(self._queue)
 
     @property
+    def alive(self) -> bool:
+        """Whether the worker thread still runs (e.g. a generation finishing after :meth:`close`)."""
+        return self._thread.is_alive()
+
+    @property
     def running(self) -> QueryJob | None:
         """The job on the worker now, or None."""
         return self._running
@@ -176,7 +181,7 @@ class QueryWorker:
             return job
 
     def abandon(self, job: QueryJob, reason: str) -> bool:
-        """Give up on ``job`` (``reason`` TIMEOUT or CANCELLED); False when it had already finished."""
+        """Give up on ``job`` (reason TIMEOUT, CANCELLED or SHUTDOWN); False when it had finished already."""
         with self._cond:
             if job.state in (DONE, ABANDONED):
                 return job.state == ABANDONED
@@ -203,13 +208,15 @@ class QueryWorker:
             self._idle.clear()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread after the running job (abandoning the queued ones); waits up to ``timeout``."""
+        """Stop taking questions: the queued and the running one are abandoned as SHUTDOWN (their callers
+        are answered at once; a generation in flight finishes on the daemon thread, its answer dropped);
+        waits up to ``timeout`` for the thread."""
         with self._cond:
             self._stopped = True
-            pending = list(self._queue)
+            pending = [*self._queue, *([self._running] if self._running is not None else [])]
             self._cond.notify_all()
         for job in pending:
-            self.abandon(job, CANCELLED)
+            self.abandon(job, SHUTDOWN)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 

@@ -256,3 +256,121 @@ def test_node_executable_bag_and_questions_end_to_end(tmp_path, tiny_models_dir)
             output, _ = node.communicate()
     assert node.returncode == 0, output
     assert "Traceback" not in output and "ready: camera /camera/image_raw" in output
+
+
+def _node_process(tiny_models_dir: Path, namespace: str, camera: str, **overrides: str) -> subprocess.Popen:
+    """`embodied-r run` with the tiny models under ``namespace``, camera on ``camera`` (output captured)."""
+    command = [embodied_r(), "run", "--tiny-models", str(tiny_models_dir), "--device", "cpu"]
+    command += ["--namespace", namespace, "--set", f"camera.topic={camera}"]
+    command += ["--set", "odometry.topic=", "--set", "camera.qos=reliable"]
+    for name, value in overrides.items():
+        command += ["--set", f"{name}={value}"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _stopped(node: subprocess.Popen, sig: int, within_s: float) -> tuple[int, str, float]:
+    """Send ``sig``; (exit code, output, seconds to exit); kills and fails past ``within_s``."""
+    start = time.monotonic()
+    node.send_signal(sig)
+    try:
+        output, _ = node.communicate(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        output, _ = node.communicate()
+        pytest.fail(f"the node did not exit within {within_s} s of signal {sig}:\n{output[-3000:]}")
+    return node.returncode, output, time.monotonic() - start
+
+
+def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_path, tiny_models_dir):
+    """A launch system's SIGINT while the models work: the caller gets success=false "shutting down", the
+    node exits 0 within seconds and prints no traceback (issue 11, item 7)."""
+    from embodied_r_ros.action import AnswerSpatial
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.ros_messages import rgb_image_message
+
+    node = _node_process(
+        tiny_models_dir, "inflight", "/inflight/camera/image_raw",
+        **{"lm.max_new_tokens": "4000", "query.timeout_s": "300"},
+    )  # fmt: skip
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    client = rclpy.create_node("shutdown_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(client)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        images = client.create_publisher(Image, "/inflight/camera/image_raw", QoSProfile(depth=50))
+        action = ActionClient(client, AnswerSpatial, "/inflight/embodied_r/answer")
+        assert action.wait_for_server(timeout_sec=120), "the node did not come up"
+        deadline = time.monotonic() + 60
+        while images.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for frame in synthetic_clip(seconds=3.0, fps=5.0, size=(160, 120)).frames:
+            images.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
+            time.sleep(0.01)
+        stages: list[str] = []
+        reasoning = threading.Event()
+
+        def feedback(message) -> None:
+            stages.append(message.feedback.stage)
+            if message.feedback.stage == "reasoning":
+                reasoning.set()
+
+        time.sleep(1.0)  # the frames are in
+        sent = action.send_goal_async(AnswerSpatial.Goal(question="Which way?"), feedback_callback=feedback)
+        assert reasoning.wait(120), f"the question never reached the reasoning stage: {stages}"
+        assert sent.done() and sent.result().accepted
+        result_future = sent.result().get_result_async()  # asked for before the node goes
+        code, output, seconds = _stopped(node, signal.SIGINT, within_s=20)
+        deadline = time.monotonic() + 10
+        while not result_future.done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert result_future.done(), f"the caller got no reply before the node went away:\n{output[-3000:]}"
+        result = result_future.result().result
+        assert not result.success and "shutting down" in result.message
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.communicate()
+        executor.shutdown(timeout_sec=1.0)
+        spinner.join(timeout=2.0)
+        action.destroy()
+        client.destroy_node()
+        rclpy.try_shutdown(context=context)
+    assert code == 0, output[-3000:]
+    assert "Traceback" not in output and "Failed to publish" not in output, output[-3000:]
+
+
+def test_sigterm_on_an_idle_streaming_node_exits_0(tmp_path, tiny_models_dir):
+    """SIGTERM while frames stream in and nothing is asked: exit 0, no traceback, in every one of 3 runs."""
+    bag = tmp_path / "bag"
+    clip_bag(bag, seconds=30.0)
+    for run in range(3):
+        node = _node_process(tiny_models_dir, f"idle{run}", "/camera/image_raw")
+        play = subprocess.Popen(
+            [embodied_r(), "play", str(bag), "--loop", "--wait-subscribers", "120",
+             "--topics", "/camera/image_raw"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            lines: list[str] = []
+            while time.monotonic() < deadline and node.poll() is None:
+                line = node.stdout.readline()
+                lines.append(line)
+                if "ready: camera" in line:
+                    break
+            time.sleep(2.0)  # frames are streaming in
+            code, output, seconds = _stopped(node, signal.SIGTERM, within_s=15)
+        finally:
+            play.terminate()
+            play.communicate(timeout=30)
+            if node.poll() is None:
+                node.kill()
+                node.communicate()
+        output = "".join(lines) + output
+        assert code == 0, output[-3000:]
+        assert "Traceback" not in output and "RCLError" not in output, output[-3000:]
