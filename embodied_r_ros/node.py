@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import os
 import signal
 import sys
@@ -71,7 +72,8 @@ from .node_params import NODE_NAME, NodeParameters
 from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
 from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
-from .ros_messages import answer_to_message, odometry_pose, rgb_image_message, stamp_to_ns
+from .ros_messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
+from .stamp_guard import CONFIRM_FRAMES, RESTART, SUSPECT, StampGuard
 from .windows import Window, WindowError, format_stamp
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
@@ -229,6 +231,8 @@ class EmbodiedRNode(Node):
         self._kept_stamps: deque[int] = deque()
         self._newest_ns: int | None = None
         self._oldest_ns: int | None = None  # the first frame since the start or the last reset
+        self._stamp_guard = StampGuard(config.camera.jump_back_reset_s)
+        self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
         self._callbacks = threading.Condition()  # ask() calls in flight, waited for at shutdown
         self._callbacks_in_flight = 0
         self._newest_odom_ns: int | None = None
@@ -310,18 +314,25 @@ class EmbodiedRNode(Node):
             image = message_to_rgb(message)
         except ImageConversionError as exc:
             self.stats.drop(exc.reason)
-            self.get_logger().warning(
-                f"dropped a camera frame on {self.camera_topic}: {exc}", throttle_duration_sec=WARN_THROTTLE_S
-            )
+            self._warn_drop(exc.reason, f"dropped a camera frame on {self.camera_topic}: {exc}")
             return
         stamp = stamp_to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
         self._frame_id = message.header.frame_id
-        jump_ns = int(self.params.config.camera.jump_back_reset_s * NS_PER_S)
         newest = self._newest_ns
-        if newest is not None and jump_ns and stamp < newest - jump_ns:
+        verdict = self._stamp_guard.check(stamp, newest)
+        if verdict == SUSPECT:
+            self.stats.drop("stamp_jump")
+            self._warn_drop(
+                "stamp_jump",
+                f"dropped a camera frame stamped {(stamp - (newest or stamp)) / NS_PER_S:+.1f} s from the "
+                f"newest; the history is cleared only if {CONFIRM_FRAMES} frames in a row agree (a bag loop, "
+                "a simulation restart)",
+            )
+            return
+        if verdict == RESTART and newest is not None:
             self.get_logger().info(
-                f"camera stamps jumped back {(newest - stamp) / NS_PER_S:.1f} s (a bag loop or a simulation "
-                "restart): history cleared"
+                f"camera stamps jumped {(stamp - newest) / NS_PER_S:+.1f} s and stayed there (a bag loop or "
+                "a simulation restart): history cleared"
             )
             self.clear_history()
         frame = Frame(image, stamp)
@@ -346,14 +357,31 @@ class EmbodiedRNode(Node):
                 self.worker.submit_idle(functools.partial(self._encode, stamp))
         self.stats.ingested(time.perf_counter() - start)
 
+    def _warn_drop(self, reason: str, text: str) -> None:
+        """A throttled warning per drop reason (one shared throttle would hide all reasons but one)."""
+        now = time.monotonic()
+        if now - self._warned.get(reason, -math.inf) >= WARN_THROTTLE_S:
+            self._warned[reason] = now
+            self.get_logger().warning(text)
+
     def _on_odometry(self, message: Any) -> None:
         stamp = stamp_to_ns(message.header.stamp)
+        pose = odometry_pose(message)
+        problem = pose_problem(pose)
+        if problem:  # input like a malformed image: dropped and counted, never a failed question later
+            self.stats.drop("bad_odometry")
+            self._warn_drop(
+                "bad_odometry",
+                f"dropped an odometry message on {self.params.config.odometry.topic}: {problem}; check the "
+                "odometry source",
+            )
+            return
         jump_ns = int(self.params.config.camera.jump_back_reset_s * NS_PER_S)
         newest = self._newest_odom_ns
         if newest is not None and jump_ns and stamp < newest - jump_ns:
             self.poses.clear()  # the odometry restarted with the bag or the simulation
             newest = None
-        self.poses.add(stamp, odometry_pose(message))
+        self.poses.add(stamp, pose)
         if newest is None or stamp > newest:
             self._newest_odom_ns = stamp
 
@@ -368,6 +396,7 @@ class EmbodiedRNode(Node):
             self._newest_ns = None
             self._oldest_ns = None
             self._newest_odom_ns = None
+            self._stamp_guard.reset()
             self.worker.clear_idle()
         return frames, decisions
 
@@ -464,7 +493,8 @@ class EmbodiedRNode(Node):
             seconds = (job.finished or time.monotonic()) - job.submitted
             return Outcome(
                 True,
-                f"answered from {len(result.keyframes)} key frames in {seconds:.2f} s",
+                f"answered from {len(result.keyframes)} key frame{'s' * (len(result.keyframes) != 1)} in "
+                f"{seconds:.2f} s",
                 result.message,
                 "answered",
             )

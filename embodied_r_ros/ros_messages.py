@@ -38,6 +38,15 @@ def odometry_pose(message: Any) -> Pose:
     )
 
 
+def pose_problem(pose: Pose) -> str:
+    """Why a pose cannot be used ("" when it can): non-finite numbers, or a zero-length quaternion."""
+    if not all(math.isfinite(v) for v in (*pose.position, *pose.orientation)):
+        return f"non-finite pose {pose.position} {pose.orientation}"
+    if math.fsum(v * v for v in pose.orientation) < 1e-12:
+        return "its orientation quaternion has zero length"
+    return ""
+
+
 def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: str = "") -> Any:
     """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none)."""
     from embodied_r_ros.msg import SpatialAnswer

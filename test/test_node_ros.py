@@ -38,7 +38,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
-from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.node import EmbodiedRNode, load_pipeline
 from embodied_r_ros.query_worker import QueryRequest
 from embodied_r_ros.ros_messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
@@ -655,3 +655,43 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
         for lo, hi in windows + intervals
     ]
     assert restarted[0] == answered[0] and restarted != answered  # the old per-window rule differed
+
+
+def test_one_stale_or_future_stamp_and_bad_odometry_lose_nothing(system):
+    """A single frame 30 s back or a day ahead is dropped and counted, the history stays; odometry with a
+    zero or NaN quaternion is dropped and counted and no question fails for it (issue 11, item 7)."""
+    node = system.node
+    stamps = system.feed(3.0)
+    before = dict(node.stats.dropped)
+    image = np.zeros((120, 160, 3), np.uint8)
+    received = node.stats.frames_received
+    for glitch in (stamps[-1] - 30 * NS_PER_S, stamps[-1] + 86_400 * NS_PER_S):
+        system.image_pub.publish(rgb_image_message(image, glitch, "camera"))
+    bad = [odometry_message(stamps[5], Pose((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)))]
+    bad.append(odometry_message(stamps[6], Pose((math.nan, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))))
+    for message in bad:
+        system.odom_pub.publish(message)
+    assert wait_for(lambda: node.stats.frames_received == received + 2)
+    assert wait_for(lambda: node.stats.dropped.get("bad_odometry", 0) == before.get("bad_odometry", 0) + 2)
+    assert node.stats.dropped.get("stamp_jump", 0) == before.get("stamp_jump", 0) + 2
+    assert node.newest_ns == stamps[-1] and node.buffer.oldest_ns <= stamps[0]
+    later = system.feed(2.0)  # the stream goes on as if nothing happened
+    response = system.ask("Which way did I turn?", ["left", "right"], window_s=600.0)
+    assert response.success, response.message
+    assert set(stamps) & set(keyframe_stamps_ns(response.answer)) and node.newest_ns == later[-1]
+
+
+def test_stamp_guard_believes_a_jump_only_when_it_persists():
+    from embodied_r_ros.stamp_guard import OK, RESTART, SUSPECT, StampGuard
+
+    guard = StampGuard(back_s=1.0)
+    newest = 1000 * NS_PER_S
+    assert guard.check(newest - NS_PER_S // 2, newest) == OK  # within the tolerance
+    assert guard.check(newest - 30 * NS_PER_S, newest) == SUSPECT
+    assert guard.check(newest + NS_PER_S, newest) == OK  # back on the old time base: forgotten
+    loop = [newest - 500 * NS_PER_S + i * NS_PER_S // 10 for i in range(3)]  # a bag that loops
+    assert [guard.check(s, newest) for s in loop] == [SUSPECT, SUSPECT, RESTART]
+    assert guard.check(newest + 10 * NS_PER_S, newest) == OK  # a camera paused for 10 s: a gap, not a jump
+    day = newest + 86_400 * NS_PER_S
+    assert guard.check(day, newest) == SUSPECT and guard.check(day - NS_PER_S, newest) == SUSPECT  # not later
+    assert StampGuard(back_s=0.0).check(newest - 500 * NS_PER_S, newest) == OK  # 0: never doubted
