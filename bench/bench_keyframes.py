@@ -13,17 +13,25 @@ ORB feature budget, plain RANSAC with OpenCV's default 2000 iterations; the sele
 - "same reference": the fast matcher judges each candidate against the reference the full-resolution
   run used at that point (the effect of the resolution and the estimator alone).
 
-Usage: ``python bench/bench_keyframes.py [--frames N] [--seed S] [--match-width W] [--json PATH]``
+Two kinds of imagery (``--imagery``): the synthetic wall above, and a natural photo no one here tuned the
+selector to (matplotlib's sample ``grace_hopper.jpg``, enlarged to the same wall and seen along the same kind
+of camera path: panned, rotated, zoomed). ``--busy N`` keeps N other processes spinning during the timing,
+as on a robot where the node shares the cores (the rule and the selector are timed under the same load).
+
+Usage: ``python bench/bench_keyframes.py [--frames N] [--seed S] [--match-width W] [--imagery synthetic|photo]
+[--busy N] [--json PATH]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -131,7 +139,10 @@ def _reflect(value: float, lo: float, hi: float) -> float:
 def render(texture: np.ndarray, camera: Camera, blur: float, rng: np.random.Generator) -> np.ndarray:
     """The 640x480 view of the texture, with horizontal motion blur, exposure change and sensor noise."""
     view = cv2.warpPerspective(
-        texture, camera.homography(), (WIDTH, HEIGHT), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        texture,
+        camera.homography(),
+        (WIDTH, HEIGHT),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
         borderMode=cv2.BORDER_REFLECT101,
     )
     if blur >= 2:
@@ -141,10 +152,25 @@ def render(texture: np.ndarray, camera: Camera, blur: float, rng: np.random.Gene
     return np.clip(view * gain + noise, 0, 255).astype(np.uint8)
 
 
-def make_sequence(n: int, seed: int = 0) -> list[Frame]:
-    """``n`` frames of the synthetic moving camera, one per second."""
+def photo_texture(width: int = 4096, height: int = 3072) -> np.ndarray:
+    """matplotlib's sample photo (a portrait, natural imagery) scaled to cover a ``width`` x ``height`` wall
+    (aspect kept, centre cropped)."""
+    import matplotlib.cbook
+
+    bgr = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    scale = max(width / rgb.shape[1], height / rgb.shape[0])
+    big = cv2.resize(
+        rgb, (round(rgb.shape[1] * scale), round(rgb.shape[0] * scale)), interpolation=cv2.INTER_CUBIC
+    )
+    top, left = (big.shape[0] - height) // 2, (big.shape[1] - width) // 2
+    return np.ascontiguousarray(big[top : top + height, left : left + width])
+
+
+def make_sequence(n: int, seed: int = 0, imagery: str = "synthetic") -> list[Frame]:
+    """``n`` frames of the moving camera over ``imagery`` ("synthetic" or "photo"), one per second."""
     rng = np.random.default_rng(seed)
-    texture = make_texture(rng)
+    texture = make_texture(rng) if imagery == "synthetic" else photo_texture()
     path = camera_path(rng, n)
     return [Frame(render(texture, cam, blur, rng), i * NS_PER_S) for i, (cam, blur) in enumerate(path)]
 
@@ -207,6 +233,14 @@ def run(frames: list[Frame], config: KeyFrameConfig) -> dict[str, float]:
     }
 
 
+def _spin(stop: Any) -> None:
+    """A busy process: burns one core until ``stop`` is set."""
+    x = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            x += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=300, help="candidate frames (one per second)")
@@ -214,19 +248,45 @@ def main() -> None:
     parser.add_argument("--match-width", type=int, default=KeyFrameConfig.match_width)
     parser.add_argument("--orb-features", type=int, default=KeyFrameConfig.orb_features)
     parser.add_argument("--threads", type=int, default=1, help="OpenCV threads (the target is one core)")
+    parser.add_argument("--imagery", choices=["synthetic", "photo"], default="synthetic")
+    parser.add_argument("--busy", type=int, default=0, help="other processes kept busy during the timing")
     parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
     args = parser.parse_args()
 
     cv2.setNumThreads(args.threads)
     config = KeyFrameConfig(match_width=args.match_width, orb_features=args.orb_features)
-    frames = make_sequence(args.frames, args.seed)
-    figures = run(frames, config)
-    figures.update(match_width=args.match_width, orb_features=args.orb_features, threads=args.threads,
-                   seed=args.seed, opencv=cv2.__version__)
+    frames = make_sequence(args.frames, args.seed, args.imagery)
+    stop = multiprocessing.Event()
+    busy = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.busy)]
+    for process in busy:
+        process.start()
+    try:
+        figures = run(frames, config)
+    finally:
+        stop.set()
+        for process in busy:
+            process.join()
+    figures.update(
+        match_width=args.match_width,
+        orb_features=args.orb_features,
+        threads=args.threads,
+        seed=args.seed,
+        opencv=cv2.__version__,
+        imagery=args.imagery,
+        busy=args.busy,
+    )
 
     print(f"{'figure':<34}{'value':>12}")
-    for key in ("candidates", "candidates_per_s", "ms_per_candidate", "paper_rule_candidates_per_s",
-                "kept_fast", "kept_paper_rule", "agreement_independent", "agreement_same_reference"):
+    for key in (
+        "candidates",
+        "candidates_per_s",
+        "ms_per_candidate",
+        "paper_rule_candidates_per_s",
+        "kept_fast",
+        "kept_paper_rule",
+        "agreement_independent",
+        "agreement_same_reference",
+    ):
         value = figures[key]
         print(f"{key:<34}{value:>12.3f}" if isinstance(value, float) else f"{key:<34}{value:>12}")
     if args.json:
