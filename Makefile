@@ -24,7 +24,7 @@ BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg sr
 # Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
-.PHONY: all venv build smollm2 demo test lint bench soak smoke-train clean distclean
+.PHONY: all venv build smollm2 demo test lint bench soak smoke-train gpu-wheels clean distclean
 
 all: build
 
@@ -84,6 +84,20 @@ smoke-train: build
 		embodied-r train --config training/configs/cpu_smoke.yaml --resume && \
 		embodied-r eval $(SMOKE)/data --lm $(SMOKE)/train/final --device cpu --max-new-tokens 32 \
 			--train-log $(SMOKE)/train --out $(SMOKE)/eval
+
+# Wheels for bench/gpu_check.py on the lent GPU machine (Python 3.12, no network; it has torch, transformers,
+# peft and accelerate of other versions, no TRL and no datasets): this project's pins of TRL, datasets,
+# transformers and peft, and the venv's versions of what they need beyond that machine's packages: ~17 MB into
+# the ignored bench/wheels/ (carry it). More if the check's NOTE says so: GPU_WHEELS_EXTRA=pyarrow==26.0.1
+GPU_WHEELS := bench/wheels
+GPU_WHEELS_EXTRA ?=
+gpu-wheels: $(VENV_STAMP)
+	$(VENV)/bin/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d $(GPU_WHEELS) \
+		$$(grep -E '^(trl|datasets|transformers|peft)==' requirements.txt | cut -d' ' -f1) \
+		$$($(VENV)/bin/python -m pip freeze | grep -iE '^(dill|multiprocess|regex)==') $(GPU_WHEELS_EXTRA)
+	ls $(GPU_WHEELS)/*.whl
 
 clean:
 	rm -rf build install log
