@@ -211,6 +211,10 @@ def reference_request(question: str, options: Sequence[str], think: str) -> list
     return [ChatMessage.text("system", REFERENCE_SYSTEM), ChatMessage.text("user", user)]
 
 
+# What a rank with nothing to check sends a collective reference (its reply is discarded).
+PLACEHOLDER_REQUEST = reference_request("(nothing to check on this rank)", [], "")
+
+
 class ConsistencyReward:
     """Logical consistency: does a frozen reference model, given only the question and the reasoning, reach
     the policy's answer?
@@ -219,10 +223,13 @@ class ConsistencyReward:
     choice: right letter; numeric: MRA >= ``config.numeric_correct_mra``); the others score 0.0: without
     reasoning there is nothing to be consistent with, and the reference guessing from the question alone
     must not reward skipping the reasoning. All of a call's reference queries go to
-    ``backend.generate`` in ONE batched call, and none when no answer is correct. The reference's reply is
-    read like a policy answer (inside ``<answer>`` tags if it uses them, else the whole reply). Scores:
-    multiple choice 1.0 when its letter equals the policy's, else 0.0; numeric the MRA of its number
-    against the policy's number (1.0 within 5 %).
+    ``backend.generate`` in ONE batched call, and none when no answer is correct, except on a backend
+    whose ``collective`` is true (the in-process reference in a multi-process run: its generate enters
+    collectives such as ZeRO-3's parameter gather, which every rank must join): it gets exactly one call
+    per reward call on every rank, a placeholder request where this rank has nothing to check. The
+    reference's reply is read like a policy answer (inside ``<answer>`` tags if it uses them, else the
+    whole reply). Scores: multiple choice 1.0 when its letter equals the policy's, else 0.0; numeric the
+    MRA of its number against the policy's number (1.0 within 5 %).
 
     ``backend`` is any :class:`~embodied_r_ros.backends.GenerationBackend`: an OpenAI-compatible endpoint,
     a second in-process model, or (with LoRA, the trainer's default) the policy's own base model: the
@@ -266,6 +273,9 @@ class ConsistencyReward:
         rows = [i for i, g in enumerate(graded) if self._eligible(g)]
         scores = [0.0] * n
         if not rows:
+            if getattr(self.backend, "collective", False):
+                # Join the other ranks' reference call: a rank that skipped it would hang them.
+                self.backend.generate([PLACEHOLDER_REQUEST], max_new_tokens=1, temperature=0.0)
             return scores
         requests = [
             reference_request(str(questions[i]), option_lists[i], graded[i].parsed.think) for i in rows

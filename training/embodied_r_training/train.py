@@ -149,6 +149,11 @@ class PolicyReference:
     ``disable_adapter()`` (the base weights, no copy); with full fine-tuning it uses TRL's frozen KL
     reference model (``trainer.ref_model``, present when beta > 0). Either way the model is unwrapped for
     generation the way TRL does it (gathering DeepSpeed ZeRO-3 shards).
+
+    In a multi-process run that unwrapping is a collective (ZeRO-3 gathers the shards from every rank, FSDP
+    likewise), so :attr:`collective` is true and the consistency reward calls :meth:`generate` on every
+    rank at every step, also where a rank has nothing to check; otherwise the ranks that entered it would
+    wait forever for the one that did not.
     """
 
     supports_images = False
@@ -171,6 +176,11 @@ class PolicyReference:
                 "reference.model"
             )
         self.trainer = trainer
+
+    @property
+    def collective(self) -> bool:
+        """True when generating involves every process of the run (more than one process)."""
+        return self.trainer is not None and self.trainer.accelerator.num_processes > 1
 
     @contextlib.contextmanager
     def _model(self) -> Iterator[Any]:
