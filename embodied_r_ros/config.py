@@ -233,11 +233,19 @@ class QueryConfig:
     queue_length: int = 2  # questions waiting behind the running one; more get "busy" at once
     publish_keyframes: bool = True  # publish each answer's key frames on ~/keyframes
     pre_encode_keyframes: bool = True  # encode new key frames with the VLM's vision tower while idle
+    # Bounds on one request: the question goes to the VLM once per key frame, so an unbounded one can
+    # exhaust the robot's memory (a 100 kB question grew the node past 6 GB).
+    max_question_chars: int = 2000
+    max_options: int = 26  # one letter each, A..Z
+    max_option_chars: int = 200
 
     def __post_init__(self) -> None:
         _check(self.window_s > 0, "query.window_s must be > 0 seconds")
         _check(self.timeout_s > 0, "query.timeout_s must be > 0 seconds")
         _check(0 <= self.queue_length <= 64, "query.queue_length must be in 0..64")
+        _check(1 <= self.max_question_chars <= 100_000, "query.max_question_chars must be in 1..100000")
+        _check(0 <= self.max_options <= 26, "query.max_options must be in 0..26 (option letters A..Z)")
+        _check(1 <= self.max_option_chars <= 10_000, "query.max_option_chars must be in 1..10000")
 
 
 @dataclass

@@ -71,7 +71,16 @@ from .keyframes import KeyFrame, StreamingKeyFrameSelector
 from .node_params import NODE_NAME, NodeParameters
 from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
 from .pose_history import PoseHistory
-from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryRequest, QueryWorker, QueueFullError
+from .query_worker import (
+    CANCELLED,
+    SHUTDOWN,
+    TIMEOUT,
+    QueryJob,
+    QueryRequest,
+    QueryWorker,
+    QueueFullError,
+    RequestTooLargeError,
+)
 from .ros_messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
 from .stamp_guard import CONFIRM_FRAMES, RESTART, SUSPECT, StampGuard
 from .windows import Window, WindowError, format_stamp
@@ -457,8 +466,9 @@ class EmbodiedRNode(Node):
     ) -> Outcome:
         timeout_s = self.params.config.query.timeout_s
         try:
+            self._check_size(request)
             window_of(request).check()
-        except WindowError as exc:
+        except (RequestTooLargeError, WindowError) as exc:
             return self._count(Outcome(False, str(exc)), None)
         try:
             job = self.worker.submit(request, timeout_s)
@@ -648,11 +658,18 @@ class EmbodiedRNode(Node):
             goal_handle.abort()
         return result
 
+    def _check_size(self, request: QueryRequest) -> None:
+        query = self.params.config.query
+        request.check_size(query.max_question_chars, query.max_options, query.max_option_chars)
+
     def _on_question(self, message: Any) -> None:
+        request = QueryRequest(message.data, (), 0.0, "topic")
         try:
-            self.worker.submit(
-                QueryRequest(message.data, (), 0.0, "topic"), self.params.config.query.timeout_s
-            )
+            self._check_size(request)
+            self.worker.submit(request, self.params.config.query.timeout_s)
+        except RequestTooLargeError as exc:
+            self._count(Outcome(False, str(exc)), None)
+            self.get_logger().warning(f"question from ~/question dropped: {exc}")
         except QueueFullError as exc:
             self._count(Outcome(False, str(exc), status="busy"), None)
             self.get_logger().warning(f"question {message.data!r} from ~/question dropped: {exc}")

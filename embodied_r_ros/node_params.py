@@ -125,6 +125,17 @@ SPECS: dict[str, ParamSpec] = {
         dynamic=True,
     ),
     "query.publish_keyframes": ParamSpec("publish each answer's key frames on ~/keyframes", dynamic=True),
+    "query.max_question_chars": ParamSpec(
+        "longest question accepted (characters); a longer one gets success=false at once (the question "
+        "goes to the VLM once per key frame)",
+        1,
+        100000,
+        dynamic=True,
+    ),
+    "query.max_options": ParamSpec("most answer options accepted (letters A..Z)", 0, 26, dynamic=True),
+    "query.max_option_chars": ParamSpec(
+        "longest answer option accepted (characters)", 1, 10000, dynamic=True
+    ),
     "query.pre_encode_keyframes": ParamSpec(
         "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
         "(nothing to encode with vlm.backend ground_truth)",

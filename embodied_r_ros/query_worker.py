@@ -44,6 +44,10 @@ class QueueFullError(RuntimeError):
     """The queue holds ``queue_length`` jobs already; the message says so."""
 
 
+class RequestTooLargeError(ValueError):
+    """A question or its options exceed the node's ``query.max_*`` bounds; the message names the bound."""
+
+
 class QueryAbandoned(Exception):
     """Raised by :meth:`QueryJob.report` inside the handler once nobody waits for the job any more."""
 
@@ -59,6 +63,27 @@ class QueryRequest:
     source: str = "service"  # "service", "action" or "topic" (for logs and diagnostics)
     start_ns: int = 0
     end_ns: int = 0
+
+    def check_size(self, max_question_chars: int, max_options: int, max_option_chars: int) -> None:
+        """Raise :class:`RequestTooLargeError` when the question, the number of options or one option is
+        longer than the node accepts (``query.max_question_chars``, ``query.max_options``,
+        ``query.max_option_chars``)."""
+        if len(self.question) > max_question_chars:
+            raise RequestTooLargeError(
+                f"question too long: {len(self.question)} characters, this node accepts at most "
+                f"{max_question_chars} (query.max_question_chars); shorten it"
+            )
+        if len(self.options) > max_options:
+            raise RequestTooLargeError(
+                f"too many options: {len(self.options)}, this node accepts at most {max_options} "
+                "(query.max_options)"
+            )
+        for i, option in enumerate(self.options):
+            if len(option) > max_option_chars:
+                raise RequestTooLargeError(
+                    f"option {i + 1} too long: {len(option)} characters, this node accepts at most "
+                    f"{max_option_chars} (query.max_option_chars); shorten it"
+                )
 
 
 class QueryJob:

@@ -28,6 +28,7 @@ from embodied_r_ros.backends import (
     GenerationBackend,
     ModelNotFoundError,
     OpenAIBackend,
+    PromptTooLongError,
     load_backend,
     resolve_model_dir,
 )
@@ -233,6 +234,19 @@ def test_lm_batched_generation_matches_one_by_one(lm):
         _assert_same_or_near_tie(single.token_ids[0], single.logits[0], batched.token_ids[i], f"request {i}")
     texts = lm.generate(requests)
     assert len(texts) == 3 and all(isinstance(t, str) for t in texts)
+
+
+def test_prompts_beyond_the_context_are_refused_before_generating(lm, vlm, monkeypatch):
+    long = [[_user("Which way did I turn? " * 20)]]
+    short = [[_user("short")]]
+    monkeypatch.setattr(lm.model.config, "max_position_embeddings", 64)
+    with pytest.raises(PromptTooLongError, match=r"exceeds the 64-token context") as caught:
+        lm.generate(long, max_new_tokens=8)
+    assert isinstance(caught.value, ValueError)  # the node answers success=false with the message
+    assert len(lm.generate(short, max_new_tokens=8)) == 1  # what fits still runs
+    monkeypatch.setattr(vlm.model.config.text_config, "max_position_embeddings", 64)
+    with pytest.raises(PromptTooLongError, match="tokens \\+ 8 new tokens"):
+        vlm.generate([[_user(_image(120, 160, 1), "Describe the scene. " * 10)]], max_new_tokens=8)
 
 
 def _save_adapter(base_dir: Path, out: Path, *, nonzero: bool) -> Path:

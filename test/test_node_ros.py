@@ -477,6 +477,25 @@ def test_question_topic_is_answered_on_the_answer_topic(system):
     assert answer.query_id.startswith("q") and len(answer.keyframe_stamps) >= 1
 
 
+def test_oversized_questions_are_refused_at_once_and_the_node_keeps_answering(system, gate):
+    system.feed(2.0)
+    gate.close()  # a request that reached the models would wait here; a refused one never does
+    huge = system.ask("Which way did I turn? " * 5000, ["left", "right"], timeout=10.0)  # 110 kB
+    assert not huge.success and "query.max_question_chars" in huge.message and "110000" in huge.message
+    many = system.ask("Which one?", [f"object {i}" for i in range(27)], timeout=10.0)
+    assert not many.success and "too many options: 27" in many.message
+    wordy = system.ask("Which one?", ["left", "x" * 201], timeout=10.0)
+    assert not wordy.success and "option 2 too long" in wordy.message
+    assert system.node.worker.running is None and system.node.worker.waiting == 0
+    (bound,) = system.set_params(Parameter("query.max_question_chars", value=10))
+    assert bound.successful
+    refused = system.ask("Which way did I turn?", timeout=10.0)
+    assert not refused.success and "at most 10 (query.max_question_chars)" in refused.message
+    system.set_params(Parameter("query.max_question_chars", value=2000))
+    gate.open()
+    assert system.ask("Which way did I turn?", ["left", "right"]).success
+
+
 def test_parameters_are_validated_with_reasons(system):
     (negative,) = system.set_params(Parameter("query.timeout_s", value=-1.0))
     assert not negative.successful and "out of range" in negative.reason

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..config import GROUND_TRUTH, ModelConfig
-from .base import BackendError, ChatMessage, ChatRequest, GenerationBackend, ModelNotFoundError
+from .base import (
+    BackendError,
+    ChatMessage,
+    ChatRequest,
+    GenerationBackend,
+    ModelNotFoundError,
+    PromptTooLongError,
+)
 from .loading import resolve_model_dir
 from .openai_backend import OpenAIBackend
 
@@ -21,6 +28,7 @@ __all__ = [
     "ChatRequest",
     "GenerationBackend",
     "ModelNotFoundError",
+    "PromptTooLongError",
     "OpenAIBackend",
     "TransformersBackend",
     "build_tiny_models",

@@ -21,6 +21,10 @@ class BackendError(RuntimeError):
     """A model could not be loaded or queried; the message names the model and the fix."""
 
 
+class PromptTooLongError(BackendError, ValueError):
+    """A prompt and the tokens asked for do not fit the model's context; the message gives both counts."""
+
+
 class ModelNotFoundError(BackendError):
     """The model is neither on disk nor downloadable; the message says how to get it."""
 

@@ -25,7 +25,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from ..config import ModelConfig
 from ..frames import FrameError, validate_image
-from .base import BackendError, ChatRequest
+from .base import BackendError, ChatRequest, PromptTooLongError
 from .image_cache import EncodedImageCache, image_key
 from .loading import read_model_config, resolve_adapter_dir, resolve_model_dir
 from .segment_tokenizer import SegmentTokenizer
@@ -418,6 +418,7 @@ class TransformersBackend:
             model = self._require_open()
             inputs = self.prepare(requests, encoded=True)
             config = self._generation_config(max_new_tokens, temperature, return_logits)
+            self._check_context(inputs["input_ids"].shape[1], config.max_new_tokens)
             out = model.generate(**inputs, generation_config=config)
         new_tokens = out.sequences[:, inputs["input_ids"].shape[1] :].cpu()
         stops = set(config.eos_token_id)
@@ -430,6 +431,17 @@ class TransformersBackend:
             steps = torch.stack([step.float().cpu() for step in out.logits], dim=1)  # batch x steps x vocab
             logits = [steps[i, : len(ids)] for i, ids in enumerate(token_ids)]
         return GenerationOutput(token_ids, logits)
+
+    def _check_context(self, prompt_tokens: int, new_tokens: int) -> None:
+        """Refuse a batch whose longest prompt plus ``new_tokens`` exceeds the model's context."""
+        config = self.model.config
+        context = getattr(getattr(config, "text_config", None), "max_position_embeddings", None)
+        context = context or getattr(config, "max_position_embeddings", None)
+        if isinstance(context, int) and prompt_tokens + new_tokens > context:
+            raise PromptTooLongError(
+                f"prompt of {prompt_tokens} tokens + {new_tokens} new tokens exceeds the {context}-token "
+                f"context of model {self.config.model!r}; ask about a shorter window or fewer key frames"
+            )
 
     def generate(
         self,
