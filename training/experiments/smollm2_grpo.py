@@ -526,15 +526,18 @@ def main() -> int:
     if "ood" in parts:
         names = {(k, tr, te): f"ood/{k}_{tr}_on_{te}" for k in ("grpo", "sft") for tr in ENVS for te in ENVS}
         restored = restorable(kept, list(names.values()))
-        train_runs(out, args, data, stages, list(ENVS), ["grpo", "sft"], lambda run: any(
-            name not in restored for (k, tr, _), name in names.items() if run == f"{k}_{tr}"
-        ))  # fmt: skip
         results = {}
-        for (key, train_env, test_env), name in names.items():
-            system = systems(args, train_env)[key]
-            results[(key, train_env, test_env)] = evaluate(
-                out, args, data[f"test_{test_env}"], name, system, stages, kept
-            )
+        # Each run is evaluated right after it trained, so its results are kept before the next one starts.
+        for train_env in ENVS:
+            for key in ("grpo", "sft"):
+                mine = {k: n for k, n in names.items() if k[:2] == (key, train_env)}
+                needed = any(name not in restored for name in mine.values())
+                train_runs(out, args, data, stages, [train_env], [key], lambda run, n=needed: n)
+                for (_, _, test_env), name in mine.items():
+                    system = systems(args, train_env)[key]
+                    results[(key, train_env, test_env)] = evaluate(
+                        out, args, data[f"test_{test_env}"], name, system, stages, kept
+                    )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])
     summary["times_s"] = stages.times
