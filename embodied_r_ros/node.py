@@ -42,7 +42,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -65,6 +65,7 @@ from embodied_r_ros.srv import AskSpatial
 from .backends import BackendError
 from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import GROUND_TRUTH, ConfigError, NodeConfig
+from .frame_loss import SequenceGaps
 from .frames import NS_PER_S, Frame
 from .image_conversion import ImageConversionError, message_to_rgb
 from .keyframes import KeyFrame, StreamingKeyFrameSelector
@@ -134,6 +135,7 @@ class NodeStats:
 
     frames_received: int = 0
     frames_stored: int = 0
+    frames_lost: int = 0  # published but never received (gaps in the publisher's sequence numbers)
     dropped: dict[str, int] = field(default_factory=dict)
     ingest_s_total: float = 0.0
     ingest_count: int = 0
@@ -241,6 +243,7 @@ class EmbodiedRNode(Node):
         self._newest_ns: int | None = None
         self._oldest_ns: int | None = None  # the first frame since the start or the last reset
         self._stamp_guard = StampGuard(config.camera.jump_back_reset_s)
+        self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
         self._callbacks = threading.Condition()  # ask() calls in flight, waited for at shutdown
         self._callbacks_in_flight = 0
@@ -316,9 +319,10 @@ class EmbodiedRNode(Node):
 
     # ------------------------------------------------------------------------------------ inputs
 
-    def _on_image(self, message: Any) -> None:
+    def _on_image(self, message: Any, info: Mapping[str, Any] | None) -> None:
         start = time.perf_counter()
         self.stats.frames_received += 1  # one camera thread writes this counter
+        self._count_lost(info)
         try:
             image = message_to_rgb(message)
         except ImageConversionError as exc:
@@ -365,6 +369,21 @@ class EmbodiedRNode(Node):
             if self._encode is not None and self.params.config.query.pre_encode_keyframes:
                 self.worker.submit_idle(functools.partial(self._encode, stamp))
         self.stats.ingested(time.perf_counter() - start)
+
+    def _count_lost(self, info: Mapping[str, Any] | None) -> None:
+        """Frames the publisher numbered but that never arrived (rclpy's MessageInfo, where given)."""
+        if not info:
+            return
+        gid = info.get("publisher_gid") or {}
+        lost = self._gaps.observe(bytes(gid.get("data") or b""), info.get("publication_sequence_number"))
+        if lost:
+            self.stats.frames_lost = self._gaps.missed
+            self._warn_drop(
+                "lost",
+                f"{self._gaps.missed} camera frame(s) on {self.camera_topic} never reached the node (gaps "
+                "in the publisher's sequence numbers): the middleware dropped them; see the README's camera "
+                "ingest notes (Fast DDS profile for large images, camera.qos, a free core)",
+            )
 
     def _warn_drop(self, reason: str, text: str) -> None:
         """A throttled warning per drop reason (one shared throttle would hide all reasons but one)."""
@@ -698,6 +717,7 @@ class EmbodiedRNode(Node):
             "frames_received": stats.frames_received,
             "frames_stored": len(self.buffer),
             "frames_dropped": sum(dropped.values()),
+            "frames_lost": stats.frames_lost,
             **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
             "camera_callback_max_ms": f"{max_ms:.3f}",

@@ -18,6 +18,7 @@ import yaml
 
 from embodied_r_ros.ask import load_questions
 from embodied_r_ros.config import ConfigError, NodeConfig
+from embodied_r_ros.frame_loss import SequenceGaps
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.node_params import (
     SPECS,
@@ -441,3 +442,14 @@ def test_fastdds_profile_carries_raw_images_in_shared_memory():
     segment = root.find(".//f:transport_descriptor[f:type='SHM']/f:segment_size", namespace)
     assert int(segment.text) >= 4 * 640 * 480 * 3  # several raw 640x480 rgb8 frames
     assert root.find(".//f:participant", namespace).get("is_default_profile") == "true"
+
+
+def test_sequence_gaps_count_what_each_publisher_numbered_but_never_sent():
+    gaps = SequenceGaps()
+    assert [gaps.observe(b"cam", n) for n in (1, 2, 5, 6, 10)] == [0, 0, 2, 0, 3]
+    assert gaps.observe(b"cam", 4) == 0 and gaps.observe(b"cam", 10) == 0  # late or repeated: no loss
+    assert gaps.observe(b"other", 100) == 0 and gaps.observe(b"other", 102) == 1  # per publisher
+    assert gaps.observe(b"cam", None) == 0 and gaps.observe(b"cam", 0) == 0  # no number: nothing known
+    assert gaps.missed == 6
+    gaps.clear()
+    assert gaps.observe(b"cam", 50) == 0 and gaps.missed == 6  # a restart is not a loss

@@ -469,6 +469,36 @@ def test_compressed_camera(system):
     assert system.compressed_node.stats.dropped == {}
 
 
+def test_frames_the_middleware_drops_are_counted_as_lost(system, monkeypatch):
+    node = system.compressed_node  # sensor-data QoS: a best-effort reader keeping the newest 5
+    push, entered, hold = node.selector.push, threading.Event(), threading.Event()
+
+    def slow_push(frame):  # a camera callback starved for CPU: the reader's queue overflows meanwhile
+        entered.set()
+        assert hold.wait(30)
+        return push(frame)
+
+    monkeypatch.setattr(node.selector, "push", slow_push)
+    received, lost = node.stats.frames_received, node.stats.frames_lost
+    clip = system._clip(6.0, None)  # 30 frames
+    for i, frame in enumerate(clip.frames):
+        jpeg = cv2.imencode(".jpg", cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR))[1].tobytes()
+        message = CompressedImage(format="jpeg", data=jpeg)
+        message.header.stamp = ns_to_time(frame.stamp_ns)
+        system.compressed_pub.publish(message)
+        if i == 0:
+            assert entered.wait(WAIT_S)
+        time.sleep(0.01)
+    time.sleep(0.5)
+    hold.set()
+    assert wait_for(lambda: node.newest_ns == clip.frames[-1].stamp_ns)
+    got, missed = node.stats.frames_received - received, node.stats.frames_lost - lost
+    assert got < len(clip.frames) and missed > 0
+    assert got + missed == len(clip.frames)  # every frame is either received or counted lost
+    status = {kv.key: kv.value for s in system.diagnostics[-1].status for kv in s.values}
+    assert "frames_lost" in status
+
+
 def test_question_topic_is_answered_on_the_answer_topic(system):
     system.feed(2.0)
     system.question_pub.publish(String(data="What did I see last?"))
@@ -591,7 +621,7 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         assert diagnostics["vlm"].startswith("ground-truth perception (simulator geometry, not a VLM)")
         image = np.zeros((120, 160, 3), np.uint8)  # ground truth reads the stamps, not the pixels
         for step in range(17):  # 0 .. 4 s of the scene at 4 Hz
-            node._on_image(rgb_image_message(image, scene.START_NS + step * NS_PER_S // 4, "camera"))
+            node._on_image(rgb_image_message(image, scene.START_NS + step * NS_PER_S // 4, "camera"), None)
         outcome = node.ask(QueryRequest("Is the red chair nearer than the yellow lamp?", ("yes", "no")))
         assert outcome.success, outcome.message
         descriptions = list(outcome.answer.keyframe_descriptions)
