@@ -14,7 +14,8 @@ fragments; with best-effort QoS most are lost for both subscribers. ``--fastdds-
 config/fastdds_large_images.xml`` (a 32 MB segment) or ``--qos reliable`` measure the node itself.
 
 Run:  python bench/bench_node_ingest.py [--seconds 20] [--rate 30] [--qos sensor_data|reliable]
-          [--fastdds-profile config/fastdds_large_images.xml] [--json out/bench_node_ingest.json]
+          [--fastdds-profile config/fastdds_large_images.xml] [--executor-threads N] [--no-pre-encode]
+          [--json out/bench_node_ingest.json]
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ def main() -> None:
         default=None,
         help="Fast DDS XML for every process (config/fastdds_large_images.xml)",
     )
+    parser.add_argument(
+        "--executor-threads", type=int, default=0, help="the node's executor threads (0: the node's own)"
+    )
+    parser.add_argument(
+        "--no-pre-encode", action="store_true", help="query.pre_encode_keyframes off (encode when asked)"
+    )
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -140,9 +147,11 @@ def main() -> None:
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()
     overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"), "vlm.device": "cpu",
-                 "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos}  # fmt: skip
+                 "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos,
+                 "query.pre_encode_keyframes": not args.no_pre_encode}  # fmt: skip
     node = EmbodiedRNode(parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
-    executor = MultiThreadedExecutor(num_threads=node.executor_threads)
+    threads = args.executor_threads or node.executor_threads
+    executor = MultiThreadedExecutor(num_threads=threads)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
@@ -172,6 +181,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "frame": f"{WIDTH}x{HEIGHT} rgb8 at {args.rate:g} Hz for {args.seconds:g} s, QoS {args.qos}",
         "fastdds_profile": str(args.fastdds_profile or "default"),
+        "executor_threads": threads,
+        "pre_encode_keyframes": not args.no_pre_encode,
         "published": published,
         "received_by_plain_subscriber": plain_received,
         "received_by_node": node_received,
@@ -180,6 +191,7 @@ def main() -> None:
         "callback_max_ms": round(1e3 * stats.ingest_s_max, 3),
         "frames_stored_candidates": stats.frames_stored,
         "frames_dropped": dict(stats.dropped),
+        "frames_lost_seen_by_node": stats.frames_lost,
         "node_process_cpu_ms_per_frame": round(1e3 * cpu / max(1, node_received), 3),
         "node_process_cpu_share_of_one_core": round(cpu / wall, 3),
         "plain_subscriber_cpu_ms_per_frame": round(1e3 * plain["cpu_s"] / max(1, plain_received), 3),

@@ -372,3 +372,33 @@ def test_shuffled_warm_start_answers_carry_no_information() -> None:
     ]
     truth = warm_start_rows(data)["completion"][0][0]["content"]
     assert truth.endswith("<answer>size0</answer>")
+
+
+def test_masked_warm_start_teaches_the_tags_but_not_the_answer(
+    tiny_models_dir: Path, tiny_dataset: Path, tmp_path: Path
+) -> None:
+    from datasets import Dataset
+    from embodied_r_training.warm_start import answer_masked_rows, warm_start_rows
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")
+    prompt = [{"role": "user", "content": "Which came first? A. chair B. sofa"}]
+    data = Dataset.from_list([{"prompt": prompt, "solution": "B", "options": ["chair", "sofa"], "task": "t"}])
+    rows = warm_start_rows(data, "masked", seed=0)
+    answer = rows[0]["completion"][0]["content"].split("<answer>")[1].split("</answer>")[0]
+    tokens = answer_masked_rows(rows, tokenizer)[0]
+    # The same tokens TRL trains on: the chat template over prompt + completion.
+    whole = tokenizer.apply_chat_template([*prompt, *rows[0]["completion"]], tokenize=False)
+    assert tokens["input_ids"] == tokenizer(whole, add_special_tokens=False)["input_ids"]
+    taught = tokenizer.decode([t for t in tokens["labels"] if t != -100])
+    assert "<think>I check the key frames in order.</think><answer>" in taught and "</answer>" in taught
+    assert f"<answer>{answer}</answer>" not in taught and "Which came first" not in taught
+    prompt_text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    prompt_length = len(tokenizer(prompt_text, add_special_tokens=False)["input_ids"])
+    assert all(t == -100 for t in tokens["labels"][:prompt_length])
+
+    # And through the trainer: a masked warm start runs on the real data set and saves a model.
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "run")
+    data["warm_start"] = {"steps": 2, "learning_rate": 1e-3, "batch_size": 2, "answers": "masked"}
+    path = run_warm_start(build_train_config(data))
+    assert (path / "model.safetensors").is_file() and (path / "warm_start_done.json").is_file()

@@ -16,6 +16,11 @@ What goes in ``<answer>`` is ``warm_start.answers``:
   (right unit and scale, wrong question). It teaches the format only and keeps the answers spread out, so
   the GRPO groups that follow disagree and carry an advantage. Measured with SmolLM2-135M: 16 steps on
   true answers collapsed its answers onto two letters, and GRPO then had nothing to compare (BENCHMARKS.md).
+* ``masked``: as ``shuffled``, but the tokens between ``<answer>`` and ``</answer>`` carry no loss. The
+  model learns the tags and the template and keeps its own answer distribution, untouched by the warm
+  start's targets. Measured with SmolLM2-135M: 16 steps on shuffled letters still left one letter for
+  nearly every question (the last batches' letters win at a high learning rate), so 8 sampled completions
+  mostly agreed and GRPO groups had no advantage (BENCHMARKS.md, run 3).
 
 Runs TRL's ``SFTTrainer`` on the prompt-completion form of the training split (loss on the completion
 only) and saves a full model to ``output_dir/warm_start``, which GRPO then starts from. Off by default
@@ -38,7 +43,7 @@ logger = logging.getLogger(__name__)
 WARM_START_DIR = "warm_start"
 DONE_MARKER = "warm_start_done.json"
 THINK_TEMPLATE = "I check the key frames in order."
-ANSWER_SOURCES = ("solution", "shuffled")
+ANSWER_SOURCES = ("solution", "shuffled", "masked")
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class WarmStartSection:
     steps: int = 0
     learning_rate: float = 1e-4
     batch_size: int = 4
-    answers: str = "solution"  # what the targets answer: "solution" or "shuffled" (format only)
+    answers: str = "solution"  # what the targets answer: "solution", "shuffled" or "masked" (format only)
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1:
@@ -89,7 +94,7 @@ def shuffled_answers(rows: Sequence[Mapping[str, Any]], seed: int) -> list[str]:
 def warm_start_rows(dataset: Any, answers: str = "solution", seed: int = 0) -> Any:
     """``dataset`` (prompt, solution, ...) as TRL prompt-completion rows (conversational), answering
     ``answers`` (see :class:`WarmStartSection`)."""
-    if answers == "shuffled":
+    if answers in ("shuffled", "masked"):  # masked: placeholders, taken out of the loss by answer_masked_rows
         targets = shuffled_answers([dataset[i] for i in range(len(dataset))], seed)
     else:
         targets = [str(s) for s in dataset["solution"]]
@@ -97,6 +102,36 @@ def warm_start_rows(dataset: Any, answers: str = "solution", seed: int = 0) -> A
         lambda row, i: {"completion": [{"role": "assistant", "content": target_completion(targets[i])}]},
         with_indices=True,
         remove_columns=[c for c in dataset.column_names if c not in ("prompt",)],
+    )
+
+
+def answer_masked_tokens(
+    prompt: list[dict[str, str]], completion: list[dict[str, str]], tokenizer: Any
+) -> dict[str, list[int]]:
+    """One prompt-completion row tokenized as TRL does (the chat template over the whole conversation), with
+    ``labels`` -100 on the prompt and on every token that touches the text inside ``<answer>...</answer>``."""
+    prompt_text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    full_text = tokenizer.apply_chat_template([*prompt, *completion], tokenize=False)
+    if not full_text.startswith(prompt_text):
+        raise ValueError("the chat template renders the prompt differently inside the conversation")
+    content = completion[0]["content"]
+    at = full_text.index(content, len(prompt_text))
+    start = at + content.index("<answer>") + len("<answer>")
+    end = at + content.index("</answer>")
+    encoded = tokenizer(full_text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = encoded["offset_mapping"]
+    labels = [
+        -100 if token_end <= len(prompt_text) or (token_start < end and token_end > start) else token
+        for token, (token_start, token_end) in zip(encoded["input_ids"], spans, strict=True)
+    ]
+    return {"input_ids": list(encoded["input_ids"]), "labels": labels}
+
+
+def answer_masked_rows(rows: Any, tokenizer: Any) -> Any:
+    """``rows`` (prompt, completion) pre-tokenized as ``input_ids``/``labels``, the answer out of the loss."""
+    return rows.map(
+        lambda row: answer_masked_tokens(row["prompt"], row["completion"], tokenizer),
+        remove_columns=rows.column_names,
     )
 
 
@@ -128,10 +163,13 @@ def warm_start(
         bf16=False if cpu else None,
         max_length=None,  # the data set's prompts were already checked against max_prompt_tokens
     )
+    rows = warm_start_rows(dataset, section.answers, seed)
+    if section.answers == "masked":
+        rows = answer_masked_rows(rows, tokenizer)
     trainer = SFTTrainer(
         model=model,
         args=args,
-        train_dataset=warm_start_rows(dataset, section.answers, seed),
+        train_dataset=rows,
         processing_class=tokenizer,
     )
     logger.info("warm start: %d supervised steps on the answer format (answers: %s)", section.steps,
