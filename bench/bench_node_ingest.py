@@ -14,8 +14,8 @@ fragments; with best-effort QoS most are lost for both subscribers. ``--fastdds-
 config/fastdds_large_images.xml`` (a 32 MB segment) or ``--qos reliable`` measure the node itself.
 
 Run:  python bench/bench_node_ingest.py [--seconds 20] [--rate 30] [--qos sensor_data|reliable]
-          [--fastdds-profile config/fastdds_large_images.xml] [--executor-threads N] [--no-pre-encode]
-          [--json out/bench_node_ingest.json]
+          [--fastdds-profile config/fastdds_large_images.xml] [--executor-threads N]
+          [--shared-executor] [--no-pre-encode] [--json out/bench_node_ingest.json]
 """
 
 from __future__ import annotations
@@ -120,6 +120,11 @@ def main() -> None:
         "--executor-threads", type=int, default=0, help="the node's executor threads (0: the node's own)"
     )
     parser.add_argument(
+        "--shared-executor",
+        action="store_true",
+        help="the camera on the node's multi-threaded executor (the design before the camera thread)",
+    )
+    parser.add_argument(
         "--no-pre-encode", action="store_true", help="query.pre_encode_keyframes off (encode when asked)"
     )
     parser.add_argument("--models-dir", type=Path, default=None)
@@ -149,7 +154,10 @@ def main() -> None:
     overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"), "vlm.device": "cpu",
                  "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos,
                  "query.pre_encode_keyframes": not args.no_pre_encode}  # fmt: skip
-    node = EmbodiedRNode(parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    node = EmbodiedRNode(
+        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],
+        camera_thread=not args.shared_executor,
+    )
     threads = args.executor_threads or node.executor_threads
     executor = MultiThreadedExecutor(num_threads=threads)
     executor.add_node(node)
@@ -182,6 +190,7 @@ def main() -> None:
         "frame": f"{WIDTH}x{HEIGHT} rgb8 at {args.rate:g} Hz for {args.seconds:g} s, QoS {args.qos}",
         "fastdds_profile": str(args.fastdds_profile or "default"),
         "executor_threads": threads,
+        "camera": "the node's executor" if args.shared_executor else "its own thread",
         "pre_encode_keyframes": not args.no_pre_encode,
         "published": published,
         "received_by_plain_subscriber": plain_received,

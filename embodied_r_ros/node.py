@@ -63,6 +63,7 @@ from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
 from .backends import BackendError
+from .camera_thread import SubscriptionThread
 from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import GROUND_TRUTH, ConfigError, NodeConfig
 from .frame_loss import SequenceGaps
@@ -209,12 +210,21 @@ def window_of(request: QueryRequest) -> Window:
 class EmbodiedRNode(Node):
     """The ``embodied_r`` node (see the module docstring).
 
-    ``pipeline`` skips loading the models (tests and benchmarks share one); ``node_kwargs`` go to
+    ``pipeline`` skips loading the models (tests and benchmarks share one); ``camera_thread`` False serves
+    the camera from the node's own executor like every other callback (the benchmark's baseline: see
+    :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
     :class:`rclpy.node.Node` (``context``, ``namespace``, ``parameter_overrides``, ...). Raises
     :class:`ConfigError` for unusable parameters and :class:`ModelLoadError` when a model cannot be loaded.
     """
 
-    def __init__(self, *, pipeline: EmbodiedR | None = None, node_name: str = NODE_NAME, **node_kwargs: Any):
+    def __init__(
+        self,
+        *,
+        pipeline: EmbodiedR | None = None,
+        node_name: str = NODE_NAME,
+        camera_thread: bool = True,
+        **node_kwargs: Any,
+    ):
         super().__init__(node_name, **node_kwargs)
         try:
             self.params = NodeParameters(self, on_change=self._on_config_change)
@@ -277,9 +287,14 @@ class EmbodiedRNode(Node):
             camera_type = CompressedImage
             if not self.camera_topic.rstrip("/").endswith("/compressed"):
                 self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
-        self.create_subscription(
-            camera_type, self.camera_topic, self._on_image, camera_qos, callback_group=camera_group
-        )
+        self._camera: SubscriptionThread | None = None
+        if camera_thread:
+            topic = self.resolve_topic_name(self.camera_topic)
+            self._camera = SubscriptionThread(self, camera_type, topic, self._on_image, camera_qos)
+        else:
+            self.create_subscription(
+                camera_type, self.camera_topic, self._on_image, camera_qos, callback_group=camera_group
+            )
         if config.odometry.topic:
             best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
             self.create_subscription(
@@ -755,6 +770,8 @@ class EmbodiedRNode(Node):
     def destroy_node(self) -> None:
         """Stop the query worker (a generation in flight is left to finish on its daemon thread)."""
         # getattr: a node whose construction failed is still destroyed by its context.
+        if getattr(self, "_camera", None) is not None:
+            self._camera.close()
         if getattr(self, "worker", None) is not None:
             self.worker.close(timeout=1.0)
         if getattr(self, "action_server", None) is not None:

@@ -1,17 +1,19 @@
-"""Would GRPO groups disagree? The answer-letter distribution of a model right after ``<answer>``.
+"""Would GRPO groups disagree? A model's distribution over the option letters it can answer.
 
 GRPO learns only from groups whose completions get different rewards. For each multiple-choice question of
-a data split this reads the model's probabilities of the option letters at the point where it writes its
-answer: the chat prompt, then the warm start's completion up to ``<answer>`` (its fixed think template),
-one forward pass. With ``p`` the probability of the right letter at temperature ``T`` (the letters'
-share of the whole vocabulary), a group of ``G`` samples carries an accuracy signal with probability
-``1 - p**G - (1 - p)**G`` (format failures and think variations aside: after the warm start both are rare).
+a data split this scores, for every option letter X, the whole completion the warm start teaches,
+``<think>{template}</think><answer>X</answer>``, after the chat prompt (one batched forward pass per
+question; scoring whole completions, not one next token, because the tokenizer may merge a letter with the
+tag's ``>``). Normalized over the letters this is the answer distribution of the completions that follow
+the format; ``p`` is the right letter's share. A group of ``G`` such completions sampled at temperature
+1 carries an accuracy signal with probability ``1 - p**G - (1 - p)**G``.
 
     python training/experiments/answer_spread.py --data out/smollm2/data/train_all \\
         --model .cache/models/smollm2 --model out/smollm2/runs/grpo_all/warm_start [--limit 64]
 
-Prints, per model: greedy accuracy, how many questions share the most common greedy letter, mean ``p``,
-mean letter entropy (bits), and the expected share of groups with a signal per temperature.
+Prints, per model: how often the most likely letter is right, how many questions share the most common
+one, the letters' entropy (bits; 2 = four letters equally likely), mean ``p``, the expected share of
+groups with a signal, and the probability of these formatted completions at all.
 """
 
 from __future__ import annotations
@@ -22,59 +24,62 @@ import math
 from pathlib import Path
 from typing import Any
 
-from embodied_r_training.warm_start import THINK_TEMPLATE
+from embodied_r_training.warm_start import target_completion
 
 from embodied_r_ros.prompts import OPTION_LETTERS
 
 
-def answer_logits(model: Any, tokenizer: Any, prompt: list[dict[str, str]]) -> Any:
-    """Next-token logits (whole vocabulary) after the prompt and ``<think>{template}</think><answer>``."""
+def completion_log_probs(
+    model: Any, tokenizer: Any, prompt: list[dict[str, str]], letters: str
+) -> list[float]:
+    """log P(``<think>..</think><answer>X</answer>`` | prompt) for each letter X (teacher forcing)."""
     import torch
 
-    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    text += f"<think>{THINK_TEMPLATE}</think><answer>"
-    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    prefix = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    start = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+    texts = [prefix + target_completion(letter) for letter in letters]
+    encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(len(ids) for ids in encoded)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.tensor([e + [pad] * (width - len(e)) for e in encoded])
+    mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in encoded])
     with torch.no_grad():
-        return model(input_ids=ids).logits[0, -1].float()
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+    log_probs = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, ids[:, 1:, None])[..., 0]
+    return [float(log_probs[i, start - 1 : len(e) - 1].sum()) for i, e in enumerate(encoded)]
 
 
-def spread(model_dir: Path, rows: list[dict[str, Any]], temperatures: list[float], group: int) -> dict:
-    """Greedy accuracy, letter spread and expected GRPO signal of one model over ``rows``."""
+def spread(model_dir: Path, rows: list[dict[str, Any]], group: int) -> dict[str, Any]:
+    """Answer-letter spread and expected GRPO signal of one model over ``rows``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    greedy, right_p = [], {t: [] for t in temperatures}
-    entropy = {t: [] for t in temperatures}
+    best, right_p, entropy, mass = [], [], [], []
     for row in rows:
         letters = OPTION_LETTERS[: len(row["options"])]
-        letter_ids = [tokenizer.encode(letter, add_special_tokens=False)[0] for letter in letters]
-        logits = answer_logits(model, tokenizer, row["prompt"])
-        greedy.append(letters[int(logits[letter_ids].argmax())])
-        right = letters.index(str(row["solution"]))
-        for t in temperatures:
-            letter_p = torch.softmax(logits / t, 0)[letter_ids].tolist()
-            right_p[t].append(letter_p[right])
-            total = sum(letter_p)
-            entropy[t].append(-sum(p / total * math.log2(p / total) for p in letter_p if p > 0))
+        scores = completion_log_probs(model, tokenizer, row["prompt"], letters)
+        top = max(scores)
+        weights = [math.exp(v - top) for v in scores]
+        probs = [w / sum(weights) for w in weights]
+        best.append(letters[probs.index(max(probs))])
+        right_p.append(probs[letters.index(str(row["solution"]))])
+        entropy.append(-sum(p * math.log2(p) for p in probs if p > 0))
+        mass.append(math.exp(top) * sum(weights))
     solutions = [str(row["solution"]) for row in rows]
-    common = max(set(greedy), key=greedy.count)
-    result = {
+    common = max(set(best), key=best.count)
+    n = len(rows)
+    return {
         "model": str(model_dir),
-        "questions": len(rows),
-        "greedy_accuracy": sum(g == s for g, s in zip(greedy, solutions, strict=True)) / len(rows),
-        "most_common_greedy_letter": f"{common} ({greedy.count(common)}/{len(rows)})",
+        "questions": n,
+        "most_likely_letter_right": round(sum(b == s for b, s in zip(best, solutions, strict=True)) / n, 3),
+        "most_common_most_likely_letter": f"{common} ({best.count(common)}/{n})",
+        "letter_entropy_bits": round(sum(entropy) / n, 3),
+        "mean_p_right": round(sum(right_p) / n, 3),
+        f"groups_of_{group}_with_signal": round(sum(1 - p**group - (1 - p) ** group for p in right_p) / n, 3),
+        "mean_probability_of_a_formatted_answer": round(sum(mass) / n, 3),
     }
-    for t in temperatures:
-        ps = right_p[t]
-        signal = [1 - p**group - (1 - p) ** group for p in ps]
-        result[f"T={t:g}"] = {
-            "mean_p_right": round(sum(ps) / len(ps), 3),
-            "letter_entropy_bits": round(sum(entropy[t]) / len(ps), 3),
-            f"groups_of_{group}_with_signal": round(sum(signal) / len(ps), 3),
-        }
-    return result
 
 
 def main() -> int:
@@ -85,7 +90,6 @@ def main() -> int:
     parser.add_argument("--split", default="train")
     parser.add_argument("--model", type=Path, action="append", required=True, help="repeatable")
     parser.add_argument("--limit", type=int, default=64, help="multiple-choice questions read (0: all)")
-    parser.add_argument("--temperatures", default="1.0,1.3,1.6")
     parser.add_argument("--group", type=int, default=8, help="GRPO completions per question")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -95,9 +99,10 @@ def main() -> int:
     dataset = read_split(args.data, args.split, ("prompt", "solution", "options"), "answer_spread")
     rows = [row for row in dataset if row["options"]]
     rows = rows[: args.limit] if args.limit else rows
-    temperatures = [float(t) for t in args.temperatures.split(",")]
-    results = [spread(path, rows, temperatures, args.group) for path in args.model]
-    print(json.dumps(results, indent=1))
+    results = []
+    for path in args.model:
+        results.append(spread(path, rows, args.group))
+        print(json.dumps(results[-1], indent=1), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
