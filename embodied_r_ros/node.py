@@ -10,16 +10,14 @@ A thin ROS layer over the core. Interfaces (names relative to the node, ``~`` = 
   per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics``;
 - ``~/reset`` (std_srvs/Trigger) clears the history.
 
-Threads: the camera callback (its own mutually exclusive callback group) converts the image and pushes it
-into the :class:`~embodied_r_ros.keyframes.StreamingKeyFrameSelector`; frames the selector takes as
-candidates (the only frames key frames can come from) are also stored in the
-:class:`~embodied_r_ros.clip_buffer.ClipBuffer`, which serves the selector's frames at question time. It
-never waits on a model. Questions run one at a time on the :class:`~embodied_r_ros.query_worker.QueryWorker`
-thread; service and action callbacks (a reentrant group) only wait for their job, up to
-``query.timeout_s``. A question that times out inside a model call cannot be interrupted (torch has no way
-to stop ``generate``): it finishes in the background, its answer is dropped, and the LM stage is skipped
-when the timeout hits during perception; later questions run once the worker is free. Key frames the
-selector keeps are encoded by the VLM's vision tower while the worker is idle
+Threads: the camera callback (its own mutually exclusive callback group) converts the image and hands it to
+the :class:`~embodied_r_ros.history.RobotHistory` (key-frame decisions, stored frames, poses; ROS-free), which
+gives a question the key frames of its window. The camera never waits on a model. Questions run one at a time
+on the :class:`~embodied_r_ros.query_worker.QueryWorker` thread; service and action callbacks (a reentrant
+group) only wait for their job, up to ``query.timeout_s``. A question that times out inside a model call
+cannot be interrupted (torch has no way to stop ``generate``): it finishes in the background, its answer is
+dropped, and the LM stage is skipped when the timeout hits during perception; later questions run once the
+worker is free. Key frames the selector keeps are encoded by the VLM's vision tower while the worker is idle
 (``query.pre_encode_keyframes``), so questions find them in the image cache.
 
 Time base: a question's window ends at the newest camera stamp, not at the wall clock, so bags and
@@ -40,7 +38,6 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -64,15 +61,14 @@ from embodied_r_ros.srv import AskSpatial
 
 from .backends import BackendError
 from .camera_thread import SubscriptionThread
-from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import GROUND_TRUTH, ConfigError, NodeConfig
 from .frame_loss import SequenceGaps
-from .frames import NS_PER_S, Frame
+from .frames import Frame
+from .history import EmptyHistoryError, RobotHistory
 from .image_conversion import ImageConversionError, message_to_rgb
-from .keyframes import KeyFrame, StreamingKeyFrameSelector
+from .keyframes import KeyFrame
 from .node_params import NODE_NAME, NodeParameters
 from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
-from .pose_history import PoseHistory
 from .query_worker import (
     CANCELLED,
     SHUTDOWN,
@@ -84,14 +80,14 @@ from .query_worker import (
     RequestTooLargeError,
 )
 from .ros_messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
-from .stamp_guard import CONFIRM_FRAMES, RESTART, SUSPECT, StampGuard
+from .stamp_guard import CONFIRM_FRAMES
 from .windows import Window, WindowError, format_stamp
 
-POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
 SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the executor
 REPLY_FLUSH_S = 0.5  # after the last reply was handed to DDS, before the context goes
 CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
+SIGNAL_POLL_S = 0.2  # the main thread wakes this often to run a SIGINT/SIGTERM handler
 
 
 class ModelLoadError(RuntimeError):
@@ -242,24 +238,14 @@ class EmbodiedRNode(Node):
         self.pipeline = pipeline
         log = self.get_logger()
         self.stats = NodeStats()
-        self.buffer = ClipBuffer(config.buffer)
-        self.selector = StreamingKeyFrameSelector(
-            config.keyframes,
-            history_s=config.buffer.history_s,
-            frame_source=functools.partial(self.buffer.get, tolerance_ns=0),
+        self.history = RobotHistory(
+            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.odometry.max_gap_s
         )
-        self.poses = PoseHistory(POSE_CAPACITY, config.odometry.max_gap_s)
-        self._kept_stamps: deque[int] = deque()
-        self._newest_ns: int | None = None
-        self._oldest_ns: int | None = None  # the first frame since the start or the last reset
-        self._stamp_guard = StampGuard(config.camera.jump_back_reset_s)
         self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
         self._callbacks = threading.Condition()  # ask() calls in flight, waited for at shutdown
         self._callbacks_in_flight = 0
-        self._newest_odom_ns: int | None = None
         self._frame_id = ""
-        self._state_lock = threading.Lock()
         self._encode = self._pre_encoder()
         self.worker = QueryWorker(
             self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
@@ -330,7 +316,7 @@ class EmbodiedRNode(Node):
     @property
     def newest_ns(self) -> int | None:
         """Stamp of the newest camera frame taken (None before the first and after a reset)."""
-        return self._newest_ns
+        return self.history.newest_ns
 
     # ------------------------------------------------------------------------------------ inputs
 
@@ -346,43 +332,30 @@ class EmbodiedRNode(Node):
             return
         stamp = stamp_to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
         self._frame_id = message.header.frame_id
-        newest = self._newest_ns
-        verdict = self._stamp_guard.check(stamp, newest)
-        if verdict == SUSPECT:
-            self.stats.drop("stamp_jump")
-            self._warn_drop(
-                "stamp_jump",
-                f"dropped a camera frame stamped {(stamp - (newest or stamp)) / NS_PER_S:+.1f} s from the "
-                f"newest; the history is cleared only if {CONFIRM_FRAMES} frames in a row agree (a bag loop, "
-                "a simulation restart)",
-            )
-            return
-        if verdict == RESTART and newest is not None:
+        decision = self.history.add_frame(Frame(image, stamp))
+        if decision.restarted:
+            self.worker.clear_idle()
             self.get_logger().info(
-                f"camera stamps jumped {(stamp - newest) / NS_PER_S:+.1f} s and stayed there (a bag loop or "
-                "a simulation restart): history cleared"
+                f"camera stamps jumped {decision.jump_s:+.1f} s and stayed there (a bag loop or a simulation "
+                "restart): history cleared"
             )
-            self.clear_history()
-        frame = Frame(image, stamp)
-        candidates, out_of_order = self.selector.candidates_seen, self.selector.dropped_out_of_order
-        kept = self.selector.push(frame)
-        if self.selector.dropped_out_of_order > out_of_order:
-            self.stats.drop("out_of_order")
+        if not decision.taken:
+            self.stats.drop(decision.dropped)
+            if decision.dropped == "stamp_jump":
+                self._warn_drop(
+                    "stamp_jump",
+                    f"dropped a camera frame stamped {decision.jump_s:+.1f} s from the newest; the history is"
+                    f" cleared only if {CONFIRM_FRAMES} frames in a row agree (a bag loop, a simulation"
+                    " restart)",
+                )
             return
-        if self.selector.candidates_seen != candidates:
-            try:
-                self.buffer.push(frame)
-                self.stats.frames_stored += 1
-            except ClipBufferError as exc:
-                self.stats.drop("too_large")
-                self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
-        self._newest_ns = stamp
-        if self._oldest_ns is None:
-            self._oldest_ns = stamp
-        if kept is not None:
-            self._kept_stamps.append(stamp)
-            if self._encode is not None and self.params.config.query.pre_encode_keyframes:
-                self.worker.submit_idle(functools.partial(self._encode, stamp))
+        if decision.stored:
+            self.stats.frames_stored += 1
+        if decision.store_error:
+            self.stats.drop("too_large")
+            self.get_logger().warning(decision.store_error, throttle_duration_sec=WARN_THROTTLE_S)
+        if decision.keyframe and self._encode is not None and self.params.config.query.pre_encode_keyframes:
+            self.worker.submit_idle(functools.partial(self._encode, stamp))
         self.stats.ingested(time.perf_counter() - start)
 
     def _count_lost(self, info: Mapping[str, Any] | None) -> None:
@@ -419,28 +392,12 @@ class EmbodiedRNode(Node):
                 "odometry source",
             )
             return
-        jump_ns = int(self.params.config.camera.jump_back_reset_s * NS_PER_S)
-        newest = self._newest_odom_ns
-        if newest is not None and jump_ns and stamp < newest - jump_ns:
-            self.poses.clear()  # the odometry restarted with the bag or the simulation
-            newest = None
-        self.poses.add(stamp, pose)
-        if newest is None or stamp > newest:
-            self._newest_odom_ns = stamp
+        self.history.add_pose(stamp, pose)
 
     def clear_history(self) -> tuple[int, int]:
         """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
-        with self._state_lock:
-            frames, decisions = len(self.buffer), len(self.selector)
-            self.selector.reset()
-            self.buffer.clear()
-            self.poses.clear()
-            self._kept_stamps.clear()
-            self._newest_ns = None
-            self._oldest_ns = None
-            self._newest_odom_ns = None
-            self._stamp_guard.reset()
-            self.worker.clear_idle()
+        frames, decisions = self.history.clear()
+        self.worker.clear_idle()
         return frames, decisions
 
     def _on_reset(self, request: Any, response: Any) -> Any:
@@ -460,7 +417,7 @@ class EmbodiedRNode(Node):
 
         def pre_encode(stamp_ns: int) -> None:
             # The stored (downscaled, JPEG) copy: the very pixels a question will send, so the cache hits.
-            frame = self.buffer.get(stamp_ns, tolerance_ns=0)
+            frame = self.history.stored_frame(stamp_ns)
             if frame is not None:
                 encode([frame.image])
 
@@ -577,49 +534,28 @@ class EmbodiedRNode(Node):
         start = time.perf_counter()
         job.report("keyframes", 0.05)
         request, config = job.request, self.params.config
-        with self._state_lock:
-            newest, oldest = self._newest_ns, self._oldest_ns
-            if newest is None or oldest is None:
-                dropped = sum(self.stats.dropped.values())
-                topic = self.resolve_topic_name(self.camera_topic)
-                raise NoFramesError(
-                    f"no camera frames to answer from: none received on {topic} since the start or the last "
-                    f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
-                    "order); check that the camera publishes there"
-                )
-            history_s = config.buffer.history_s
-            oldest = max(oldest, newest - round(history_s * NS_PER_S))
-            start, end = window_of(request).resolve(config.query.window_s, oldest, newest, history_s)
-            keyframes = self.selector.keyframes_in_window(start, end)
-            if keyframes and keyframes[-1].frame.stamp_ns == newest:
-                keyframes[-1] = self._stored(keyframes[-1])
+        try:
+            found = self.history.keyframes(window_of(request), config.query.window_s)
+        except EmptyHistoryError:
+            dropped = sum(self.stats.dropped.values())
+            topic = self.resolve_topic_name(self.camera_topic)
+            raise NoFramesError(
+                f"no camera frames to answer from: none received on {topic} since the start or the last "
+                f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
+                "order); check that the camera publishes there"
+            ) from None
+        keyframes = found.keyframes
         if not keyframes:
             raise NoFramesError(
-                f"no camera frames in the window {format_stamp(start)} - {format_stamp(end)} (the newest "
-                f"frame is at {format_stamp(newest)})"
+                f"no camera frames in the window {format_stamp(found.start_ns)} - "
+                f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
             )
-        keyframes = [self._with_pose(kf) for kf in keyframes]
         keyframes_s = time.perf_counter() - start
         answer = self.pipeline.answer(
             request.question, request.options, keyframes=keyframes, on_progress=job.report
         )
         message = answer_to_message(answer, job.id, self.get_clock().now().nanoseconds, self._frame_id)
         return QueryResult(message, keyframes, keyframes_s)
-
-    def _stored(self, keyframe: KeyFrame) -> KeyFrame:
-        """The key frame as the buffer stores it: the newest frame comes raw from the selector, and the VLM
-        should see every key frame the same way (downscaled, JPEG) so its encoding cache keys match."""
-        stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
-        if stored is None:
-            self.buffer.push(keyframe.frame)
-            stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
-        return keyframe if stored is None else dataclasses.replace(keyframe, frame=stored)
-
-    def _with_pose(self, keyframe: KeyFrame) -> KeyFrame:
-        pose = self.poses.pose_at(keyframe.frame.stamp_ns)
-        if pose is None:
-            return keyframe
-        return dataclasses.replace(keyframe, frame=dataclasses.replace(keyframe.frame, pose=pose))
 
     def _on_job_finished(self, job: QueryJob) -> None:
         """On the worker thread, before the caller is woken: publish a delivered answer and its evidence."""
@@ -719,9 +655,7 @@ class EmbodiedRNode(Node):
             mean_ms = 1e3 * stats.ingest_s_total / stats.ingest_count if stats.ingest_count else 0.0
             max_ms, last_wall, latency = 1e3 * stats.ingest_s_max, stats.last_frame_wall, stats.last_latency_s
             breakdown = dataclasses.asdict(stats.last_timing) if stats.last_timing else {}
-        oldest = self.buffer.oldest_ns
-        while self._kept_stamps and oldest is not None and self._kept_stamps[0] < oldest:
-            self._kept_stamps.popleft()
+        held = self.history.size()
         level, message = DiagnosticStatus.OK, "ok"
         if last_wall is None:
             level, message = DiagnosticStatus.WARN, f"no camera frames on {self.camera_topic} yet"
@@ -730,16 +664,16 @@ class EmbodiedRNode(Node):
         running = self.worker.running
         values = {
             "frames_received": stats.frames_received,
-            "frames_stored": len(self.buffer),
+            "frames_stored": held.frames,
             "frames_dropped": sum(dropped.values()),
             "frames_lost": stats.frames_lost,
             **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
             "camera_callback_max_ms": f"{max_ms:.3f}",
-            "keyframes_held": len(self._kept_stamps),
-            "keyframe_candidates_held": len(self.selector),
-            "odometry_samples_held": len(self.poses),
-            "buffer_memory_mb": f"{self.buffer.memory_bytes / 2**20:.2f}",
+            "keyframes_held": held.keyframes,
+            "keyframe_candidates_held": held.candidates,
+            "odometry_samples_held": held.poses,
+            "buffer_memory_mb": f"{held.memory_bytes / 2**20:.2f}",
             "process_memory_mb": f"{rss_bytes() / 2**20:.1f}",
             **_gpu_memory(),
             "queries_running": 0 if running is None else 1,
@@ -810,7 +744,10 @@ def main(args: Sequence[str] | None = None) -> int:
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor, stop), name="embodied_r_spin", daemon=True)
         spinner.start()
-        stop.wait()
+        # A timed wait: the signal may reach another thread (DDS, the camera), and an untimed wait on the
+        # main thread is then not interrupted; Python runs the handler only when this thread wakes.
+        while not stop.wait(SIGNAL_POLL_S):
+            pass
         node.get_logger().info("shutting down")
         node.worker.close(timeout=0.0)  # in-flight questions get "shutting down" now, while replies work
         if node.wait_for_callbacks(timeout_s=SHUTDOWN_GRACE_S):

@@ -229,7 +229,7 @@ class System:
         """Publish a clip (and its odometry) to /robot and wait until the node has taken every frame."""
         clip = self._clip(seconds, start_ns, yaw_rate_deg)
         received = self.node.stats.frames_received
-        odometry_received = self.node.poses.received
+        odometry_received = self.node.history.poses.received
         for frame in clip.frames:
             if odometry:
                 self.odom_pub.publish(odometry_message(frame.stamp_ns, frame.pose))
@@ -237,7 +237,7 @@ class System:
             time.sleep(0.003)
         assert wait_for(lambda: self.node.stats.frames_received >= received + len(clip.frames))
         if odometry:
-            assert wait_for(lambda: self.node.poses.received >= odometry_received + len(clip.frames))
+            assert wait_for(lambda: self.node.history.poses.received >= odometry_received + len(clip.frames))
         return [f.stamp_ns for f in clip.frames]
 
     def feed_compressed(self, seconds: float = 3.0) -> list[int]:
@@ -395,16 +395,16 @@ def test_reset_clears_history_and_an_empty_window_says_so(system):
     system.feed(2.0)
     reset = result_of(system.reset_client.call_async(Trigger.Request()))
     assert reset.success and "history cleared" in reset.message
-    assert len(system.node.buffer) == 0 and len(system.node.selector) == 0
+    assert len(system.node.history.buffer) == 0 and len(system.node.history.selector) == 0
     response = system.ask("What is ahead?")
     assert not response.success and "no camera frames" in response.message
 
 
 def test_stamps_jumping_back_clear_the_old_history(system):
     system.feed(3.0)
-    earlier = system.node.buffer.oldest_ns - 100 * NS_PER_S  # a bag that loops
+    earlier = system.node.history.buffer.oldest_ns - 100 * NS_PER_S  # a bag that loops
     stamps = system.feed(3.0, start_ns=earlier)
-    assert system.node.buffer.oldest_ns >= stamps[0] and system.node.newest_ns == stamps[-1]
+    assert system.node.history.buffer.oldest_ns >= stamps[0] and system.node.newest_ns == stamps[-1]
     response = system.ask("Where am I?", window_s=600.0)
     assert response.success and set(keyframe_stamps_ns(response.answer)) <= set(stamps)
 
@@ -472,14 +472,14 @@ def test_compressed_camera(system):
 
 def test_frames_the_middleware_drops_are_counted_as_lost(system, monkeypatch):
     node = system.compressed_node  # sensor-data QoS: a best-effort reader keeping the newest 5
-    push, entered, hold = node.selector.push, threading.Event(), threading.Event()
+    push, entered, hold = node.history.selector.push, threading.Event(), threading.Event()
 
     def slow_push(frame):  # a camera callback starved for CPU: the reader's queue overflows meanwhile
         entered.set()
         assert hold.wait(30)
         return push(frame)
 
-    monkeypatch.setattr(node.selector, "push", slow_push)
+    monkeypatch.setattr(node.history.selector, "push", slow_push)
     received, lost = node.stats.frames_received, node.stats.frames_lost
     clip = system._clip(6.0, None)  # 30 frames
     for i, frame in enumerate(clip.frames):
@@ -724,7 +724,7 @@ def test_one_stale_or_future_stamp_and_bad_odometry_lose_nothing(system):
     assert wait_for(lambda: node.stats.frames_received == received + 2)
     assert wait_for(lambda: node.stats.dropped.get("bad_odometry", 0) == before.get("bad_odometry", 0) + 2)
     assert node.stats.dropped.get("stamp_jump", 0) == before.get("stamp_jump", 0) + 2
-    assert node.newest_ns == stamps[-1] and node.buffer.oldest_ns <= stamps[0]
+    assert node.newest_ns == stamps[-1] and node.history.buffer.oldest_ns <= stamps[0]
     later = system.feed(2.0)  # the stream goes on as if nothing happened
     response = system.ask("Which way did I turn?", ["left", "right"], window_s=600.0)
     assert response.success, response.message
