@@ -15,11 +15,22 @@ are sometimes right); data: ``embodied-r synth`` + ``embodied-r prepare`` with t
 training/experiments/learn_tiny.py). Each run does ``--warmup`` untimed steps, then ``--steps`` timed ones.
 
 Run:  python bench/bench_train.py [--steps 12] [--warmup 2] [--threads 1] [--json out/bench_train.json]
+
+A real model instead of the tiny one (no warm start; the timing does not depend on the answers' format):
+
+    python bench/bench_train.py --model .cache/models/smollm2 --data out/smollm2/data/train_all \
+        --stages 7:3:0 --prompts-per-step 1 --max-completion-length 64 --lora-r 16 --lora-targets all-linear \
+        --steps 3 --warmup 1 --threads 2
+
+Each run also reports its peak resident memory (Linux: the high-water mark is reset before each run) and
+its trainable parameters, so full fine-tuning (a frozen reference copy when beta > 0) and LoRA compare on
+memory as well as speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -99,12 +110,36 @@ def config_for(args: argparse.Namespace, model: Path, data: Path, out: Path, sta
         },
     }  # fmt: skip
     if lora:
-        settings["lora"] = {"enabled": True, "r": 8, "alpha": 16, "dropout": 0.0}
+        settings["lora"] = {"enabled": True, "r": args.lora_r, "alpha": 2 * args.lora_r, "dropout": 0.0}
+        if args.lora_targets:
+            settings["lora"]["target_modules"] = args.lora_targets
     return build_train_config(settings, source=f"bench_train {stage}{' lora' if lora else ''}")
+
+
+def reset_peak_memory() -> bool:
+    """Reset the process's resident-memory high-water mark (Linux); False where that is not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_mb() -> float | None:
+    """The resident-memory high-water mark (VmHWM) in MiB, None off Linux."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def run(args: argparse.Namespace, model: Path, data: Path, out: Path, stage: str, lora: bool) -> dict:
     """Train ``--warmup + --steps`` steps; the figures cover the last ``--steps``."""
+    gc.collect()
+    peak_reset = reset_peak_memory()
     timer = StepTimer()
     trainer = build_trainer(config_for(args, model, data, out, stage, lora), callbacks=[timer])
     timer.parts["reward"] = trainer.reward_funcs[0] = Timed(trainer.reward_funcs[0])
@@ -115,7 +150,9 @@ def run(args: argparse.Namespace, model: Path, data: Path, out: Path, stage: str
         timer.parts["reference"] = reference.generate = Timed(reference.generate)
         if getattr(trainer, "ref_model", None) is not None:
             timer.parts["ref_generate"] = trainer.ref_model.generate = Timed(trainer.ref_model.generate)
+    trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     trainer.train()
+    peak = peak_memory_mb() if peak_reset else None
     steps = timer.steps[args.warmup :]
 
     def total(key: str) -> float:
@@ -139,6 +176,9 @@ def run(args: argparse.Namespace, model: Path, data: Path, out: Path, stage: str
         "reference_calls_per_step_mean": total("reference_calls") / len(steps),
         "steps_with_reference_call": sum(1 for step in steps if step.get("reference_calls", 0) > 0),
         "accuracy_mean": sum(accuracy) / len(accuracy) if accuracy else None,
+        "trainable_parameters": trainable,
+        "frozen_reference_copy": getattr(trainer, "ref_model", None) is not None,
+        "peak_memory_mb": peak,
     }
 
 
@@ -147,6 +187,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument("--model", type=Path, default=None, help="a real LM directory, not the tiny one")
+    parser.add_argument("--stages", default="7:3:0,1:7:2", help="reward stages to run (7:3:0 and/or 1:7:2)")
+    parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (alpha = 2 r)")
+    parser.add_argument("--lora-targets", default="", help="LoRA target_modules (default: the config's)")
     parser.add_argument("--data", type=Path, default=None, help="a prepared data set (default: build one)")
     parser.add_argument("--steps", type=int, default=12, help="timed GRPO steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
@@ -161,33 +205,30 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     os.environ.setdefault("TQDM_DISABLE", "1")
 
-    models = ensure_tiny_models(args.models_dir)
+    stages = [stage.strip() for stage in args.stages.split(",") if stage.strip()]
+    if not stages or not set(stages) <= set(STAGES):
+        parser.error(f"--stages takes {' and/or '.join(STAGES)}, got {args.stages!r}")
+    if args.model is not None and args.data is None:
+        parser.error("--model needs --data (a data set prepared for it, e.g. out/smollm2/data/train_all)")
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         root = Path(tmp)
-        data = args.data or build_synthetic_dataset(root, models / VLM_SUBDIR, scenes=4)
-        warm = run_warm_start(
-            build_train_config(
-                {
-                    "model": str(models / LM_SUBDIR), "output_dir": str(root / "warm"),
-                    "data": {"path": str(data)},
-                    "warm_start": {"steps": args.warm_steps, "learning_rate": 1e-2},
-                    "rewards": [{"start_epoch": 1, "format": 7, "accuracy": 3, "consistency": 0}],
-                    "grpo": {"use_cpu": True, "bf16": False, "num_generations": 2,
-                             "per_device_train_batch_size": 2},
-                },
-                source="bench_train warm start",
-            )
-        )  # fmt: skip
-        runs = {
-            "full 7:3:0": run(args, warm, data, root / "full730", "7:3:0", lora=False),
-            "full 1:7:2": run(args, warm, data, root / "full172", "1:7:2", lora=False),
-            "lora 7:3:0": run(args, warm, data, root / "lora730", "7:3:0", lora=True),
-            "lora 1:7:2": run(args, warm, data, root / "lora172", "1:7:2", lora=True),
-        }
-    full, lora = runs["full 7:3:0"], runs["lora 7:3:0"]
+        if args.model is not None:
+            data, policy = args.data, args.model
+        else:
+            models = ensure_tiny_models(args.models_dir)
+            data = args.data or build_synthetic_dataset(root, models / VLM_SUBDIR, scenes=4)
+            policy = warm_start_tiny(args, models, data, root)
+        runs = {}
+        for lora in (False, True):
+            for stage in stages:
+                name = f"{'lora' if lora else 'full'} {stage}"
+                out = root / name.replace(" ", "_").replace(":", "")
+                runs[name] = run(args, policy, data, out, stage, lora)
+    full, lora = runs[f"full {stages[0]}"], runs[f"lora {stages[0]}"]
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f} at the end",
+        "model": str(args.model or "tiny random Qwen2 LM after a warm start"),
         "completions_per_step": args.generations * args.prompts_per_step,
         "max_completion_length": args.max_completion_length,
         "runs": runs,
@@ -199,12 +240,31 @@ def main() -> None:
             f"reward code {100 * r['reward_code_share']:.2f} % of step time "
             f"({r['reward_code_ms_per_step']:.1f} ms/step, goal <= 5 %); reference call "
             f"{100 * r['reference_call_share']:.1f} %, {r['reference_calls_per_step_mean']:.2f} calls/step, "
-            f"max {r['reference_calls_per_step_max']:.0f} (goal <= 1)"
+            f"max {r['reference_calls_per_step_max']:.0f} (goal <= 1); "
+            f"{r['trainable_parameters'] / 1e6:.2f} M trainable parameters, peak memory "
+            + ("n/a" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:.0f} MiB")
         )
-    print(f"LoRA / full steps per second: {results['lora_vs_full_speed']:.2f}")
+    print(f"LoRA / full steps per second ({stages[0]}): {results['lora_vs_full_speed']:.2f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def warm_start_tiny(args: argparse.Namespace, models: Path, data: Path, root: Path) -> Path:
+    """The tiny LM after ``--warm-steps`` supervised steps on the format (so it writes the tags)."""
+    return run_warm_start(
+        build_train_config(
+            {
+                "model": str(models / LM_SUBDIR), "output_dir": str(root / "warm"),
+                "data": {"path": str(data)},
+                "warm_start": {"steps": args.warm_steps, "learning_rate": 1e-2},
+                "rewards": [{"start_epoch": 1, "format": 7, "accuracy": 3, "consistency": 0}],
+                "grpo": {"use_cpu": True, "bf16": False, "num_generations": 2,
+                         "per_device_train_batch_size": 2},
+            },
+            source="bench_train warm start",
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
