@@ -24,7 +24,9 @@ A real model instead of the tiny one (no warm start; the timing does not depend 
 
 Each run also reports its peak resident memory (Linux: the high-water mark is reset before each run) and
 its trainable parameters, so full fine-tuning (a frozen reference copy when beta > 0) and LoRA compare on
-memory as well as speed.
+memory as well as speed. Memory freed by one run stays in the process, so the peak of a run after the
+first is only an upper bound: for a clean figure per variant, run ``--variants full`` and
+``--variants lora`` as separate processes.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ def main() -> None:
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--model", type=Path, default=None, help="a real LM directory, not the tiny one")
     parser.add_argument("--stages", default="7:3:0,1:7:2", help="reward stages to run (7:3:0 and/or 1:7:2)")
+    parser.add_argument("--variants", default="full,lora", help="full fine-tuning and/or LoRA")
     parser.add_argument("--lora-r", type=int, default=8, help="LoRA rank (alpha = 2 r)")
     parser.add_argument("--lora-targets", default="", help="LoRA target_modules (default: the config's)")
     parser.add_argument("--data", type=Path, default=None, help="a prepared data set (default: build one)")
@@ -208,6 +211,9 @@ def main() -> None:
     stages = [stage.strip() for stage in args.stages.split(",") if stage.strip()]
     if not stages or not set(stages) <= set(STAGES):
         parser.error(f"--stages takes {' and/or '.join(STAGES)}, got {args.stages!r}")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variants or not set(variants) <= {"full", "lora"}:
+        parser.error(f"--variants takes full and/or lora, got {args.variants!r}")
     if args.model is not None and args.data is None:
         parser.error("--model needs --data (a data set prepared for it, e.g. out/smollm2/data/train_all)")
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -219,12 +225,12 @@ def main() -> None:
             data = args.data or build_synthetic_dataset(root, models / VLM_SUBDIR, scenes=4)
             policy = warm_start_tiny(args, models, data, root)
         runs = {}
-        for lora in (False, True):
+        for variant in variants:
             for stage in stages:
-                name = f"{'lora' if lora else 'full'} {stage}"
+                name = f"{variant} {stage}"
                 out = root / name.replace(" ", "_").replace(":", "")
-                runs[name] = run(args, policy, data, out, stage, lora)
-    full, lora = runs[f"full {stages[0]}"], runs[f"lora {stages[0]}"]
+                runs[name] = run(args, policy, data, out, stage, lora=variant == "lora")
+    full, lora = runs.get(f"full {stages[0]}"), runs.get(f"lora {stages[0]}")
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f} at the end",
@@ -232,7 +238,7 @@ def main() -> None:
         "completions_per_step": args.generations * args.prompts_per_step,
         "max_completion_length": args.max_completion_length,
         "runs": runs,
-        "lora_vs_full_speed": lora["steps_per_s"] / full["steps_per_s"],
+        "lora_vs_full_speed": lora["steps_per_s"] / full["steps_per_s"] if full and lora else None,
     }
     for name, r in runs.items():
         print(
@@ -244,7 +250,8 @@ def main() -> None:
             f"{r['trainable_parameters'] / 1e6:.2f} M trainable parameters, peak memory "
             + ("n/a" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:.0f} MiB")
         )
-    print(f"LoRA / full steps per second ({stages[0]}): {results['lora_vs_full_speed']:.2f}")
+    if full and lora:
+        print(f"LoRA / full steps per second ({stages[0]}): {results['lora_vs_full_speed']:.2f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")
