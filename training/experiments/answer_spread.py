@@ -14,6 +14,12 @@ the format; ``p`` is the right letter's share. A group of ``G`` such completions
 Prints, per model: how often the most likely letter is right, how many questions share the most common
 one, the letters' entropy (bits; 2 = four letters equally likely), mean ``p``, the expected share of
 groups with a signal, and the probability of these formatted completions at all.
+
+Does the model read the question at all? ``debiased_letter_right`` takes the most likely letter after
+subtracting each letter's mean log-probability over all the questions read (the model's letter prior,
+estimated on the same questions), with a 95 % bootstrap interval: near 1/k (0.25 for four options), the
+model's choice does not depend on the question; GRPO can only sharpen what the model samples, so there is
+nothing question-specific for it to reinforce.
 """
 
 from __future__ import annotations
@@ -56,10 +62,11 @@ def spread(model_dir: Path, rows: list[dict[str, Any]], group: int) -> dict[str,
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    best, right_p, entropy, mass = [], [], [], []
+    best, right_p, entropy, mass, all_scores = [], [], [], [], []
     for row in rows:
         letters = OPTION_LETTERS[: len(row["options"])]
         scores = completion_log_probs(model, tokenizer, row["prompt"], letters)
+        all_scores.append(scores)
         top = max(scores)
         weights = [math.exp(v - top) for v in scores]
         probs = [w / sum(weights) for w in weights]
@@ -70,6 +77,7 @@ def spread(model_dir: Path, rows: list[dict[str, Any]], group: int) -> dict[str,
     solutions = [str(row["solution"]) for row in rows]
     common = max(set(best), key=best.count)
     n = len(rows)
+    debiased = debiased_right(all_scores, solutions)
     return {
         "model": str(model_dir),
         "questions": n,
@@ -79,7 +87,25 @@ def spread(model_dir: Path, rows: list[dict[str, Any]], group: int) -> dict[str,
         "mean_p_right": round(sum(right_p) / n, 3),
         f"groups_of_{group}_with_signal": round(sum(1 - p**group - (1 - p) ** group for p in right_p) / n, 3),
         "mean_probability_of_a_formatted_answer": round(sum(mass) / n, 3),
+        "debiased_letter_right": debiased,
     }
+
+
+def debiased_right(scores: list[list[float]], solutions: list[str]) -> dict[str, float] | None:
+    """Share of questions whose most likely letter, after removing the letter prior, is the solution."""
+    from embodied_r_training.stats import bootstrap_ci
+
+    prior: dict[int, list[float]] = {}
+    for row in scores:
+        for i, value in enumerate(row):
+            prior.setdefault(i, []).append(value)
+    mean = {i: sum(values) / len(values) for i, values in prior.items()}
+    right = []
+    for row, solution in zip(scores, solutions, strict=True):
+        adjusted = [value - mean[i] for i, value in enumerate(row)]
+        right.append(float(OPTION_LETTERS[adjusted.index(max(adjusted))] == solution))
+    interval = bootstrap_ci(right)
+    return None if interval is None else {k: round(v, 3) for k, v in interval.as_dict().items()}
 
 
 def main() -> int:
