@@ -41,13 +41,17 @@ class EmptyHistoryError(LookupError):
 class FrameDecision:
     """What became of one camera frame given to :meth:`RobotHistory.add_frame`."""
 
-    taken: bool  # False: dropped, ``dropped`` says why
-    dropped: str = ""  # "stamp_jump" (a jump not confirmed yet) or "out_of_order"
+    dropped: str = ""  # "" (taken), "stamp_jump" (a jump not confirmed yet) or "out_of_order"
     jump_s: float = 0.0  # the frame's stamp minus the newest one before it, for a jump
     restarted: bool = False  # the stamps jumped and stayed: the history was cleared before this frame
     stored: bool = False  # a candidate of the selector's grid, stored in the buffer
     store_error: str = ""  # the buffer refused the candidate (too large); the frame still counts
     keyframe: bool = False  # the selector kept it as a key frame
+
+    @property
+    def taken(self) -> bool:
+        """Whether the frame entered the history (it was not dropped)."""
+        return not self.dropped
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,6 @@ class RobotHistory:
         pose_capacity: int = POSE_CAPACITY,
     ) -> None:
         self.history_s = buffer.history_s
-        self.jump_back_reset_ns = round(jump_back_reset_s * NS_PER_S)  # 0: a jump back never clears
         self.buffer = ClipBuffer(buffer)
         self.selector = StreamingKeyFrameSelector(
             keyframes,
@@ -111,14 +114,14 @@ class RobotHistory:
         jump_s = 0.0 if newest is None else (stamp - newest) / NS_PER_S
         verdict = self._stamp_guard.check(stamp, newest)
         if verdict == SUSPECT:
-            return FrameDecision(False, "stamp_jump", jump_s=jump_s)
+            return FrameDecision("stamp_jump", jump_s=jump_s)
         restarted = verdict == RESTART and newest is not None
         if restarted:
             self.clear()
         candidates, out_of_order = self.selector.candidates_seen, self.selector.dropped_out_of_order
         kept = self.selector.push(frame)
         if self.selector.dropped_out_of_order > out_of_order:
-            return FrameDecision(False, "out_of_order", restarted=restarted)
+            return FrameDecision("out_of_order", restarted=restarted)
         stored, store_error = False, ""
         if self.selector.candidates_seen != candidates:
             try:
@@ -132,7 +135,6 @@ class RobotHistory:
         if kept is not None:
             self._kept_stamps.append(stamp)
         return FrameDecision(
-            True,
             jump_s=jump_s if restarted else 0.0,
             restarted=restarted,
             stored=stored,
@@ -145,8 +147,8 @@ class RobotHistory:
 
         A stamp ``jump_back_reset_s`` behind the newest pose means the odometry restarted with the bag or
         the simulation: the poses are forgotten and this one starts anew."""
-        newest = self._newest_pose_ns
-        if newest is not None and self.jump_back_reset_ns and stamp_ns < newest - self.jump_back_reset_ns:
+        newest, back_ns = self._newest_pose_ns, self._stamp_guard.back_ns  # the camera's jump rule
+        if newest is not None and back_ns and stamp_ns < newest - back_ns:
             self.poses.clear()
             newest = None
         added = self.poses.add(stamp_ns, pose)
@@ -208,10 +210,10 @@ class RobotHistory:
     def _stored(self, keyframe: KeyFrame) -> KeyFrame:
         """The key frame as the buffer stores it: the newest frame comes raw from the selector, and the VLM
         should see every key frame the same way (downscaled, JPEG) so its encoding cache keys match."""
-        stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
+        stored = self.stored_frame(keyframe.frame.stamp_ns)
         if stored is None:
             self.buffer.push(keyframe.frame)
-            stored = self.buffer.get(keyframe.frame.stamp_ns, tolerance_ns=0)
+            stored = self.stored_frame(keyframe.frame.stamp_ns)
         return keyframe if stored is None else dataclasses.replace(keyframe, frame=stored)
 
     def _with_pose(self, keyframe: KeyFrame) -> KeyFrame:
