@@ -72,13 +72,13 @@ for _path in (REPO, REPO / "training"):
 
 import torch  # noqa: E402
 
-from embodied_r_ros.backends.tiny_models import (  # noqa: E402
+from embodied_r_ros.config import ModelConfig  # noqa: E402
+from embodied_r_ros.testing.tiny_models import (  # noqa: E402
     LM_SUBDIR,
     SPECIAL_TOKENS,
     VLM_SUBDIR,
     ensure_tiny_models,
 )
-from embodied_r_ros.config import ModelConfig  # noqa: E402
 
 CONFIGS = REPO / "bench" / "gpu_configs"
 VLM_7B, VLM_72B, LM_3B = "qwen2.5-vl-7b-instruct", "qwen2.5-vl-72b-instruct", "qwen2.5-3b-instruct"
@@ -433,7 +433,7 @@ def short_replies(*backends: Any, new_tokens: int = 4) -> Iterator[None]:
 def make_keyframes(count: int) -> list[Any]:
     """``count`` distinct 640x480 key frames (with poses) of the synthetic robot clip, one per second."""
     from embodied_r_ros.keyframes import KeyFrame
-    from embodied_r_ros.synthetic_clip import synthetic_clip
+    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
     clip = synthetic_clip(seconds=float(count), fps=1.0, size=FRAME_SIZE)
     return [KeyFrame(frame=frame, index=i) for i, frame in enumerate(clip.frames[:count])]
@@ -733,8 +733,8 @@ def write_grpo_data(
 
 def read_jsonl_split(config: Any, split: str, tokenizer: Any) -> Any:
     """``train.load_split`` for the JSONL that :func:`write_grpo_data` writes, without importing
-    ``embodied_r_training.prepare`` (its bag reading needs rosbags): prompts over ``data.max_prompt_tokens``
-    are left out, as there."""
+    ``embodied_r_training.data.prepare`` (its bag reading needs rosbags): prompts over
+    ``data.max_prompt_tokens`` are left out, as there."""
     from datasets import Dataset
 
     dataset = Dataset.from_json(str(Path(config.data.path) / f"{split}.jsonl"))
@@ -771,8 +771,8 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
     """``steps`` GRPO steps of the reasoner (random weights, LoRA) with ``embodied-r train``'s
     ``build_trainer``; the policy is made on the device instead of loaded from disk."""
     from datasets.utils.logging import disable_progress_bar
-    from embodied_r_training import train
-    from embodied_r_training.train_config import check_batch_shape, load_train_config
+    from embodied_r_training.rl import train
+    from embodied_r_training.rl.train_config import check_batch_shape, load_train_config
     from transformers import PrinterCallback
 
     disable_progress_bar()
@@ -792,9 +792,9 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
     # build_trainer loads the policy with load_model(config, path); hand it the model made on the device.
     patches: dict[str, Any] = {"load_model": lambda config, path, model=model: model}
     try:  # train.load_split reads through .prepare, which imports rosbags (absent on the GPU machine)
-        import embodied_r_training.prepare  # noqa: F401
+        import embodied_r_training.data.prepare  # noqa: F401
 
-        data_loader = "embodied_r_training.train.load_split"
+        data_loader = "embodied_r_training.rl.train.load_split"
     except ImportError as exc:
         patches["load_split"] = read_jsonl_split
         data_loader = f"gpu_check.read_jsonl_split ({type(exc).__name__}: {exc})"

@@ -19,7 +19,7 @@ class ConfigError(ValueError):
 
 
 # ground_truth is no model: perception computed from a simulator scene (the VLM role only; see
-# embodied_r_training.ground_truth), a measuring instrument that separates reasoning from perception.
+# embodied_r_training.synth.ground_truth), a measuring instrument that separates reasoning from perception.
 GROUND_TRUTH = "ground_truth"
 BACKENDS = ("transformers", "openai", GROUND_TRUTH)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -189,7 +189,7 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------
 # The ROS node's own settings. Its parameters are exactly the fields of NodeConfig, dotted
-# ("camera.topic", "vlm.model", ...); embodied_r_ros.node_params declares them with descriptions and ranges.
+# ("camera.topic", "vlm.model", ...); embodied_r_ros.ros.params declares them with descriptions and ranges.
 
 QOS_PROFILES = ("sensor_data", "reliable")
 

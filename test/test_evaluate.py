@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.bag_reader import BagReader
-from embodied_r_training.evaluate import (
+from embodied_r_training.data.bag_reader import BagReader
+from embodied_r_training.eval.evaluate import (
     AdapterDisabled,
     _keyframe_images,
     check_consistency,
@@ -21,14 +21,14 @@ from embodied_r_training.evaluate import (
     summarize,
     vlm_alone_request,
 )
-from embodied_r_training.plots import load_log_history, plot_training_curves
-from embodied_r_training.rewards import ConsistencyReward
-from embodied_r_training.synth import SynthConfig, synthesize
+from embodied_r_training.eval.plots import load_log_history, plot_training_curves
+from embodied_r_training.rl.rewards import ConsistencyReward
+from embodied_r_training.synth.generate import SynthConfig, synthesize
 from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, read_bag, stamp_ns
 
 from embodied_r_ros.backends.base import ChatMessage
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import ConfigError, ModelConfig
 
 PNG = b"\x89PNG\r\n\x1a\n"

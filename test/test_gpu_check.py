@@ -180,8 +180,8 @@ def test_config_token_ids_are_mapped_onto_the_stand_in_tokenizer() -> None:
 
 def test_the_jsonl_reader_gives_what_load_split_gives(tiny_models_dir: Path, tmp_path: Path) -> None:
     """Without rosbags (GPU machine) the check reads its data itself: the trainer must get the same rows."""
-    from embodied_r_training.train import load_split
-    from embodied_r_training.train_config import load_train_config
+    from embodied_r_training.rl.train import load_split
+    from embodied_r_training.rl.train_config import load_train_config
     from transformers import AutoTokenizer
 
     script = load_script()

@@ -15,12 +15,21 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
+from embodied_r_ros.cli.main.ask import load_questions
+from embodied_r_ros.cli.main.report import (
+    ReportEntry,
+    ReportKeyFrame,
+    entry_from_answer,
+    grade,
+    render_report,
+    write_report,
+)
 
-from embodied_r_ros.ask import load_questions
 from embodied_r_ros.config import ConfigError, NodeConfig
-from embodied_r_ros.frame_loss import SequenceGaps
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.node_params import (
+from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.ros.frame_loss import SequenceGaps
+from embodied_r_ros.ros.params import (
     SPECS,
     YAML_NODE_KEY,
     check_specs,
@@ -29,8 +38,7 @@ from embodied_r_ros.node_params import (
     default_parameters_yaml,
     parameter_value,
 )
-from embodied_r_ros.pose_history import PoseHistory
-from embodied_r_ros.query_worker import (
+from embodied_r_ros.ros.query_worker import (
     ABANDONED,
     CANCELLED,
     DONE,
@@ -39,14 +47,6 @@ from embodied_r_ros.query_worker import (
     QueryRequest,
     QueryWorker,
     QueueFullError,
-)
-from embodied_r_ros.report import (
-    ReportEntry,
-    ReportKeyFrame,
-    entry_from_answer,
-    grade,
-    render_report,
-    write_report,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def test_every_config_field_is_a_described_parameter_with_a_valid_range():
 
 def test_config_yaml_holds_every_default():
     text = (ROOT / "config" / "embodied_r.yaml").read_text()
-    assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.node_params > config/..."
+    assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.ros.params > config/..."
     parameters = yaml.safe_load(text)[YAML_NODE_KEY]["ros__parameters"]
     flat = {}
     for section, values in parameters.items():
@@ -390,7 +390,7 @@ def test_questions_files(tmp_path):
 def test_answer_message_round_trip_through_ros_messages():
     from embodied_r_ros.answers import answer_from_completion
     from embodied_r_ros.perception import Description
-    from embodied_r_ros.ros_messages import answer_to_message, keyframe_stamps_ns, odometry_pose
+    from embodied_r_ros.ros.messages import answer_to_message, keyframe_stamps_ns, odometry_pose
 
     answer = answer_from_completion("<think>far</think><answer>2.5 m</answer>", "How far?", [])
     answer.keyframe_stamps_ns = [5, NS_PER_S + 7]
@@ -417,7 +417,7 @@ def test_torch_threads_leave_a_core_for_the_camera():
     import torch
 
     from embodied_r_ros.config import ModelConfig
-    from embodied_r_ros.node import set_torch_threads
+    from embodied_r_ros.ros.node import set_torch_threads
 
     before = torch.get_num_threads()
     try:

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.bag_reader import BagReader, BagReadError, BagTopics
-from embodied_r_training.description_cache import DescriptionCache
-from embodied_r_training.questions import read_questions, write_questions
-from embodied_r_training.splits import fold_scenes, split_scenes
-from embodied_r_training.synth import SynthConfig, synthesize
+from embodied_r_training.data.bag_reader import BagReader, BagReadError, BagTopics
+from embodied_r_training.data.description_cache import DescriptionCache
+from embodied_r_training.data.splits import fold_scenes, split_scenes
+from embodied_r_training.synth.generate import SynthConfig, synthesize
+from embodied_r_training.synth.questions import read_questions, write_questions
 from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.frames import Frame
 from embodied_r_ros.keyframes import StreamingKeyFrameSelector
 from embodied_r_ros.perception import parse_descriptions
@@ -123,7 +123,7 @@ def node_keyframes(every: list[Frame], start: int, end: int, config=None) -> lis
 def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -> None:
     """Every frame of each bag read with plain rosbags, the node's streaming key-frame rule (the stream from
     the bag's first frame, asked at the window's end) and its prompt builder."""
-    from embodied_r_training.description_cache import cache_key
+    from embodied_r_training.data.description_cache import cache_key
 
     out, cache_dir = prepared
     records = _records(out)
@@ -170,7 +170,7 @@ def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_
 def test_one_pass_over_many_windows_gives_each_windows_key_frames(worlds, monkeypatch, indexed) -> None:
     """bag_keyframes (one read) == the node's answer for each window after the stream from the bag's
     first frame, reading by the bag's index (only the candidates) and without it (every image message)."""
-    from embodied_r_training.prepare import bag_keyframes
+    from embodied_r_training.data.prepare import bag_keyframes
 
     from embodied_r_ros.config import KeyFrameConfig
 
@@ -252,7 +252,7 @@ def test_missing_topic_names_the_topics_the_bag_has(worlds) -> None:
 def test_kill_mid_run_loses_at_most_the_batch_in_flight(worlds, tiny_models_dir, tmp_path) -> None:
     cache = tmp_path / "cache"
     command = [
-        sys.executable, "-m", "embodied_r_ros.cli", "prepare", str(worlds["mcap"]), "--out",
+        sys.executable, "-m", "embodied_r_ros.cli.main", "prepare", str(worlds["mcap"]), "--out",
         str(tmp_path / "ds"), "--cache", str(cache), "--vlm", str(tiny_models_dir / "vlm"), "--device", "cpu",
         "--max-new-tokens", "4", "--batch-size", "1", "--no-progress",
     ]  # fmt: skip

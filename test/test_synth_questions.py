@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from embodied_r_training.questions import (
+from embodied_r_training.synth.questions import (
     LETTERS,
     MC,
     NUMERIC,
@@ -26,10 +26,10 @@ from embodied_r_training.questions import (
     turn_label,
     write_questions,
 )
-from embodied_r_training.render import CameraModel, Renderer
-from embodied_r_training.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
-from embodied_r_training.visibility import Visibility, VisibilityRecorder
-from embodied_r_training.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
+from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
+from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
 
 PIXELS = 160 * 120
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from embodied_r_training.rewards import StagedReward
-from embodied_r_training.schedule import RewardSchedule
-from embodied_r_training.train import (
+from embodied_r_training.rl.rewards import StagedReward
+from embodied_r_training.rl.schedule import RewardSchedule
+from embodied_r_training.rl.train import (
     NODE_PARAMS,
     PolicyReference,
     build_trainer,
@@ -21,7 +21,7 @@ from embodied_r_training.train import (
     run_warm_start,
     train,
 )
-from embodied_r_training.train_config import (
+from embodied_r_training.rl.train_config import (
     build_train_config,
     check_batch_shape,
     load_train_config,
@@ -31,11 +31,11 @@ from transformers import TrainerCallback
 from embodied_r_ros.backends import load_backend
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import ConfigError, ModelConfig
-from embodied_r_ros.node_params import config_from_parameters
 from embodied_r_ros.pipeline import EmbodiedR
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.ros.params import config_from_parameters
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
 
@@ -349,7 +349,7 @@ def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, 
 
 def test_shuffled_warm_start_answers_carry_no_information() -> None:
     from datasets import Dataset
-    from embodied_r_training.warm_start import shuffled_answers, warm_start_rows
+    from embodied_r_training.rl.warm_start import shuffled_answers, warm_start_rows
 
     mc = [{"task": "route", "solution": "B", "options": ["a", "b", "c"]} for _ in range(300)]
     numeric = [{"task": t, "solution": f"{t}{i}", "options": []} for t in ("size", "count") for i in range(5)]
@@ -378,7 +378,7 @@ def test_masked_warm_start_teaches_the_tags_but_not_the_answer(
     tiny_models_dir: Path, tiny_dataset: Path, tmp_path: Path
 ) -> None:
     from datasets import Dataset
-    from embodied_r_training.warm_start import answer_masked_rows, warm_start_rows
+    from embodied_r_training.rl.warm_start import answer_masked_rows, warm_start_rows
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")

@@ -67,7 +67,7 @@ def __getattr__(name: str) -> Any:
 
         return TransformersBackend
     if name == "build_tiny_models":
-        from .tiny_models import build_tiny_models
+        from ..testing.tiny_models import build_tiny_models
 
         return build_tiny_models
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,16 +38,16 @@ from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, Mod
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 
-from .bag_reader import BagReader, BagReadError, BagTopics
-from .description_cache import DescriptionCache, cache_key, generation_settings
-from .ground_truth import (
+from ..synth.ground_truth import (
     DEFAULT_SCENE_FILE,
     DESCRIPTION,
     LABEL_PREFIX,
     GroundTruthError,
     GroundTruthScenes,
 )
-from .questions import Question, read_questions
+from ..synth.questions import Question, read_questions
+from .bag_reader import BagReader, BagReadError, BagTopics
+from .description_cache import DescriptionCache, cache_key, generation_settings
 from .splits import SPLITS, fold_scenes, split_scenes
 
 logger = logging.getLogger(__name__)
@@ -488,9 +488,7 @@ def _fractions(text: str) -> tuple[float, float, float]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r prepare`` and ``embodied-r import-video`` (its input from benchmark videos)."""
-    from .import_video import register as register_import
-
+    """Add ``embodied-r prepare`` (``embodied-r import-video`` makes its input from benchmark videos)."""
     parser = subparsers.add_parser(
         "prepare", help="build a training data set from rosbags and their questions (VLM descriptions)"
     )
@@ -534,7 +532,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_prepare_command)
-    register_import(subparsers)
 
 
 def run_prepare_command(args: argparse.Namespace) -> int:

@@ -70,12 +70,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def parameter_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The parameters the flags set, typed; raises ConfigError for unknown names or bad values."""
-    from .config import ConfigError
-    from .node_params import default_parameters, parameter_value
+    from ..config import ConfigError
+    from ..ros.params import default_parameters, parameter_value
 
     overrides: dict[str, Any] = {}
     if args.tiny_models is not None:
-        from .backends.tiny_models import ensure_tiny_models
+        from ..testing.tiny_models import ensure_tiny_models
 
         models = ensure_tiny_models(Path(args.tiny_models) if args.tiny_models else None)
         overrides.update({"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm")})
@@ -102,7 +102,7 @@ def ros_arguments(args: argparse.Namespace, overlay: Path | None) -> list[str]:
     ros = ["--ros-args"]
     for path in args.params_file:
         if not path.is_file():
-            from .config import ConfigError
+            from ..config import ConfigError
 
             raise ConfigError(f"parameters file {path} does not exist")
         ros += ["--params-file", str(path)]
@@ -119,7 +119,7 @@ def run_node(args: argparse.Namespace) -> int:
     """Start the node with the flags as parameters; returns its exit code."""
     import yaml
 
-    from .node import main
+    from ..ros.node import main
 
     overrides = parameter_overrides(args)
     with tempfile.TemporaryDirectory(prefix="embodied_r_run_") as tmp:

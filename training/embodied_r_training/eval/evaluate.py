@@ -45,10 +45,10 @@ from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
 from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
 
-from .bag_reader import BagReader, BagReadError, BagTopics
-from .prepare import read_split
-from .rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
-from .splits import SPLITS
+from ..data.bag_reader import BagReader, BagReadError, BagTopics
+from ..data.prepare import read_split
+from ..data.splits import SPLITS
+from ..rl.rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
 from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Every parameter is a dotted field path of ``NodeConfig`` ("camera.topic", "vlm.m
 "keyframes.overlap_threshold", ...), its default is that field's default (the one set of defaults lives
 in config.py), and :data:`SPECS` gives its description, range or choices and whether it may change while
 the node runs (``query.*``); all others are read-only. ``config/embodied_r.yaml`` is
-:func:`default_parameters_yaml` (``python -m embodied_r_ros.node_params > config/embodied_r.yaml``), and a
+:func:`default_parameters_yaml` (``python -m embodied_r_ros.ros.params > config/embodied_r.yaml``), and a
 test keeps the two equal.
 
 :class:`NodeParameters` declares them on a node with descriptors (ranges, read-only), turns the values into
@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .config import BACKENDS, DTYPES, GROUND_TRUTH, QOS_PROFILES, ConfigError, NodeConfig, from_dict
+from ..config import BACKENDS, DTYPES, GROUND_TRUTH, QOS_PROFILES, ConfigError, NodeConfig, from_dict
 
 if TYPE_CHECKING:
     from rclpy.node import Node
@@ -259,7 +259,7 @@ def default_parameters_yaml() -> str:
     """The parameters file with every default, commented (what config/embodied_r.yaml holds)."""
     lines = [
         "# Parameters of the embodied_r node (embodied_r_ros), with their defaults.",
-        "# Written by `python -m embodied_r_ros.node_params`; the defaults live in embodied_r_ros/config.py.",
+        "# Written by `python -m embodied_r_ros.ros.params`; the defaults live in embodied_r_ros/config.py.",
         "# query.* may change while the node runs (ros2 param set); the others are read at start.",
         "# The key matches the node in any namespace.",
         f"{YAML_NODE_KEY}:",

@@ -66,7 +66,7 @@ def resolve_policy(model: str) -> Path:
     from embodied_r_ros.backends.loading import resolve_model_dir
 
     if model == "tiny":
-        from embodied_r_ros.backends.tiny_models import LM_SUBDIR, ensure_tiny_models
+        from embodied_r_ros.testing.tiny_models import LM_SUBDIR, ensure_tiny_models
 
         return ensure_tiny_models() / LM_SUBDIR
     return resolve_model_dir(model)
@@ -79,7 +79,7 @@ def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
     raise :class:`ConfigError` naming them). Prompts longer than ``data.max_prompt_tokens`` (chat template
     applied) are dropped and counted: truncating one would cut key-frame descriptions out of the evidence.
     """
-    from .prepare import read_split
+    from ..data.prepare import read_split
 
     root = Path(config.data.path)
     if not config.data.path or not root.is_dir():
@@ -462,7 +462,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Train the reasoning LM with GRPO and the paper's staged format/accuracy/consistency rewards. "
             "Configs live in training/configs/ (embodied_r.yaml: the paper's settings; cpu_smoke.yaml: a "
             "few CPU steps of the tiny model). Multi-GPU: accelerate launch --config_file "
-            "training/configs/accelerate_zero3.yaml -m embodied_r_training.train --config ..."
+            "training/configs/accelerate_zero3.yaml -m embodied_r_training.rl.train --config ..."
         ),
     )
     add_arguments(parser)
@@ -496,9 +496,9 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m embodied_r_training.train`` (what ``accelerate launch -m`` runs on every GPU)."""
+    """``python -m embodied_r_training.rl.train`` (what ``accelerate launch -m`` runs on every GPU)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="embodied_r_training.train", description="GRPO training")
+    parser = argparse.ArgumentParser(prog="embodied_r_training.rl.train", description="GRPO training")
     add_arguments(parser)
     try:
         return run_train_command(parser.parse_args(argv))

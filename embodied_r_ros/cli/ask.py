@@ -140,8 +140,8 @@ class SpatialClient:
         self._thread.start()
 
     def _on_keyframe(self, message: Any) -> None:
-        from .image_conversion import ImageConversionError, image_to_rgb
-        from .ros_messages import stamp_to_ns
+        from ..image_conversion import ImageConversionError, image_to_rgb
+        from ..ros.messages import stamp_to_ns
 
         try:
             image = np.array(image_to_rgb(message))  # own the pixels (the message buffer goes away)
@@ -179,7 +179,7 @@ class SpatialClient:
     ) -> AskResult:
         """Ask one question; waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
         more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset."""
-        from .ros_messages import keyframe_stamps_ns, ns_to_time
+        from ..ros.messages import keyframe_stamps_ns, ns_to_time
 
         fields = {
             "question": question,
@@ -262,7 +262,7 @@ def _wait(future: Any, timeout_s: float) -> bool:
 
 def describe(result: AskResult, question: Question, score: float | None) -> str:
     """The printed account of one answer."""
-    from .ros_messages import format_stamps, keyframe_stamps_ns
+    from ..ros.messages import format_stamps, keyframe_stamps_ns
 
     lines = [f"question: {question.question}"]
     if question.options:
@@ -296,7 +296,7 @@ def describe(result: AskResult, question: Question, score: float | None) -> str:
 
 
 def _as_json(result: AskResult, question: Question, score: float | None) -> str:
-    from .ros_messages import keyframe_stamps_ns
+    from ..ros.messages import keyframe_stamps_ns
 
     answer = result.answer
     record = {

@@ -39,10 +39,10 @@ from tqdm import tqdm
 
 from embodied_r_ros.frames import NS_PER_S
 
-from .bag_writer import BagOptions, SceneBagWriter
-from .questions import MC, NUMERIC, Question, write_questions
-from .render import CameraModel
-from .synth import BAG_DIR, DEFAULT_START_S
+from ..synth.bag_writer import BagOptions, SceneBagWriter
+from ..synth.generate import BAG_DIR, DEFAULT_START_S
+from ..synth.questions import MC, NUMERIC, Question, write_questions
+from ..synth.render import CameraModel
 
 logger = logging.getLogger(__name__)
 
