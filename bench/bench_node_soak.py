@@ -64,12 +64,12 @@ def main() -> None:
     import rclpy
     from ament_index_python.packages import get_package_prefix, get_package_share_directory
     from diagnostic_msgs.msg import DiagnosticArray
-    from embodied_r_ros.cli.main.ask import SpatialClient
     from nav_msgs.msg import Odometry
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile
     from sensor_msgs.msg import Image
 
+    from embodied_r_ros.cli.ask import SpatialClient
     from embodied_r_ros.frames import NS_PER_S
     from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
     from embodied_r_ros.testing.synthetic_clip import synthetic_clip

@@ -15,8 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
-from embodied_r_ros.cli.main.ask import load_questions
-from embodied_r_ros.cli.main.report import (
+
+from embodied_r_ros.cli.ask import load_questions
+from embodied_r_ros.cli.report import (
     ReportEntry,
     ReportKeyFrame,
     entry_from_answer,
@@ -24,7 +25,6 @@ from embodied_r_ros.cli.main.report import (
     render_report,
     write_report,
 )
-
 from embodied_r_ros.config import ConfigError, NodeConfig
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.pose_history import PoseHistory

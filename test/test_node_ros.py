@@ -637,11 +637,11 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
 ):
     """One rule (issue 11): a bag played over DDS into a running node and the same bag through `prepare`'s
     key-frame pass give the same key frames for the same windows, mid-stream ones included."""
-    from embodied_r_ros.cli.main.play import play_bag
     from embodied_r_training.data.bag_reader import BagReader, BagTopics
     from embodied_r_training.data.prepare import bag_keyframes
     from test_node_cli import image, write_bag
 
+    from embodied_r_ros.cli.play import play_bag
     from embodied_r_ros.config import KeyFrameConfig
     from embodied_r_ros.keyframes import select_keyframes
 

@@ -8,8 +8,8 @@ import json
 import math
 
 import pytest
-from embodied_r_ros.cli.main.ask import load_questions, parse_stamp
 
+from embodied_r_ros.cli.ask import load_questions, parse_stamp
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.windows import Window, WindowError
 
