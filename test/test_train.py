@@ -271,14 +271,19 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
     trainer.train()
     config = ModelConfig(model="policy", device="cpu")
     requests = _messages("Which object did I pass first?")
-    with reference._model() as model:
-        with_adapter_off = TransformersBackend.from_model(config, model, trainer.processing_class)
-        reference_logits = with_adapter_off.first_step_logits(requests)
+    with reference._model() as (model, adapter_off):
+        assert adapter_off  # LoRA: the starting weights are the policy's own with the adapter off
+        with model.disable_adapter():
+            with_adapter_off = TransformersBackend.from_model(config, model, trainer.processing_class)
+            reference_logits = with_adapter_off.first_step_logits(requests)
     policy_logits = TransformersBackend.from_model(config, trainer.model, trainer.processing_class)
     trained_logits = policy_logits.first_step_logits(requests)
     base = load_backend(ModelConfig(model=str(warm_lm), device="cpu", dtype="float32"), vision=False)
     try:
         torch.testing.assert_close(reference_logits, base.first_step_logits(requests), rtol=1e-4, atol=1e-5)
+        # What the consistency reward gets (generate, through AdapterOff) is the base model's answer.
+        greedy = {"max_new_tokens": 8, "temperature": 0.0}
+        assert reference.generate(requests, **greedy) == base.generate(requests, **greedy)
     finally:
         base.close()
     assert not torch.allclose(trained_logits, reference_logits, atol=1e-4)  # the adapter did train
