@@ -36,11 +36,11 @@ from embodied_r_training.data.bag_reader import BagReader  # noqa: E402
 from embodied_r_training.data.description_cache import DescriptionCache  # noqa: E402
 from embodied_r_training.data.prepare import _window_ns, bag_keyframes  # noqa: E402
 from embodied_r_training.synth.generate import SynthConfig, parse_size, synthesize  # noqa: E402
-from embodied_r_training.synth.questions import read_questions  # noqa: E402
 from rosbags.rosbag2 import Reader  # noqa: E402
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
 from embodied_r_ros.config import KeyFrameConfig  # noqa: E402
+from embodied_r_ros.question_file import read_questions  # noqa: E402
 
 
 def plain_read(bag: Path) -> tuple[int, float]:

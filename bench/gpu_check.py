@@ -731,22 +731,6 @@ def write_grpo_data(
     return out
 
 
-def read_jsonl_split(config: Any, split: str, tokenizer: Any) -> Any:
-    """``train.load_split`` for the JSONL that :func:`write_grpo_data` writes, without importing
-    ``embodied_r_training.data.prepare`` (its bag reading needs rosbags): prompts over
-    ``data.max_prompt_tokens`` are left out, as there."""
-    from datasets import Dataset
-
-    dataset = Dataset.from_json(str(Path(config.data.path) / f"{split}.jsonl"))
-
-    def fits(row: dict[str, Any]) -> bool:
-        ids = tokenizer.apply_chat_template(row["prompt"], tokenize=True, add_generation_prompt=True)
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-        return len(ids) <= config.data.max_prompt_tokens
-
-    return dataset.filter(fits)
-
-
 def grpo_overrides(
     profile: Profile, checkpoint: Path, data: Path, out: Path, reference: bool, length: int, steps: int
 ) -> list[str]:
@@ -791,13 +775,6 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
     timer = step_timer(profile.device)
     # build_trainer loads the policy with load_model(config, path); hand it the model made on the device.
     patches: dict[str, Any] = {"load_model": lambda config, path, model=model: model}
-    try:  # train.load_split reads through .prepare, which imports rosbags (absent on the GPU machine)
-        import embodied_r_training.data.prepare  # noqa: F401
-
-        data_loader = "embodied_r_training.rl.train.load_split"
-    except ImportError as exc:
-        patches["load_split"] = read_jsonl_split
-        data_loader = f"gpu_check.read_jsonl_split ({type(exc).__name__}: {exc})"
     with mock.patch.multiple(train, **patches):
         trainer = train.build_trainer(config, callbacks=[timer], start=checkpoint)
     patches.clear()
@@ -837,7 +814,8 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
         "gradient_checkpointing": bool(config.grpo.get("gradient_checkpointing")),
         "dtype": str(dtype).replace("torch.", ""),
         "prompt_tokens": len(prompt_ids),
-        "data_loader": data_loader,
+        # The trainer's own loader: it reads through data.schema, which needs no rosbags (absent there).
+        "data_loader": "embodied_r_training.rl.train.load_split",
         "completion_tokens_forced": length,
         "completion_mean_length_logged": logged("completions/mean_length"),
         "loss_logged": logged("loss"),

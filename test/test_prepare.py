@@ -17,7 +17,6 @@ from embodied_r_training.data.bag_reader import BagReader, BagReadError, BagTopi
 from embodied_r_training.data.description_cache import DescriptionCache
 from embodied_r_training.data.splits import fold_scenes, split_scenes
 from embodied_r_training.synth.generate import SynthConfig, synthesize
-from embodied_r_training.synth.questions import read_questions, write_questions
 from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
@@ -26,6 +25,7 @@ from embodied_r_ros.frames import Frame
 from embodied_r_ros.keyframes import StreamingKeyFrameSelector
 from embodied_r_ros.perception import parse_descriptions
 from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.question_file import read_questions, write_questions
 from embodied_r_ros.reasoning import reasoning_messages
 
 IMAGE_TOPIC = "/camera/image_raw"
@@ -331,3 +331,29 @@ def test_max_keyframes_caps_every_record_keeping_first_and_last(worlds, prepared
         assert len(stamps) == min(4, len(full[key])) and set(stamps) <= set(full[key])
         assert (stamps[0], stamps[-1]) == (full[key][0], full[key][-1])
     assert main([*args, "--max-keyframes", "1", "--no-progress"]) == 2  # below min_keyframes: one clear error
+
+
+def test_the_bag_index_rosbags_hides_is_still_reachable(worlds) -> None:
+    """rosbag_index reads rosbags' private reader state (rosbags 0.11.9). If a rosbags release moves it,
+    BagReader silently falls back to reading whole chunks: this test makes that change loud instead."""
+    from embodied_r_training.data.rosbag_index import channel_id, mcap_index, sqlite_stamps
+    from rosbags.rosbag2 import Reader
+
+    for storage in ("mcap", "sqlite3"):
+        bag = worlds[storage].parent / read_questions(worlds[storage])[0].bag
+        images = [stamp_ns(m) for _, m in read_bag(bag).messages[IMAGE_TOPIC]]
+        with Reader(bag) as reader:
+            channel = channel_id(reader, IMAGE_TOPIC)
+            assert channel is not None, f"rosbags no longer exposes the {storage} file's connections"
+            if storage == "mcap":
+                index = mcap_index(reader, bag)
+                assert index is not None and index.readable, "rosbags no longer exposes the mcap chunk index"
+                entries = index.entries(channel)
+                assert entries is not None and len(entries) == len(images)
+                raw = index.read(entries[0][1])  # one record, read directly: the first image message
+                image = next(raw for c, _, raw in reader.messages() if c.topic == IMAGE_TOPIC)
+                assert raw == image
+            else:
+                assert mcap_index(reader, bag) is None
+                stamps = sqlite_stamps(reader, IMAGE_TOPIC)
+                assert stamps is not None and len(stamps) == len(images)

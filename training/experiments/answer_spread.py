@@ -120,7 +120,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from embodied_r_training.data.prepare import read_split
+    from embodied_r_training.data.schema import read_split
 
     dataset = read_split(args.data, args.split, ("prompt", "solution", "options"), "answer_spread")
     rows = [row for row in dataset if row["options"]]
