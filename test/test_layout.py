@@ -75,6 +75,5 @@ def test_the_ros_layer_needs_nothing_from_training_or_the_command_line():
 
 
 def test_production_backends_do_not_use_the_test_scaffolding():
-    # backends/__init__ builds tiny models on request (``build_tiny_models``), lazily, for the CLI and tests.
-    files = [p for p in _files(CORE / "backends") if p.name != "__init__.py"]
+    files = _files(CORE / "backends")
     assert _violations(files, ("embodied_r_ros.testing",)) == []

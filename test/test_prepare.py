@@ -152,6 +152,39 @@ def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -
             assert [{"role": m.role, "content": m.joined_text} for m in messages] == record["prompt"]
 
 
+def test_questions_labelled_by_stamps_alone_give_the_same_records(
+    worlds, prepared, tiny_models_dir, tmp_path
+) -> None:
+    """A user labelling a robot's bag writes the window once, as camera stamps: start_s/end_s are optional."""
+    from dataclasses import replace
+
+    dataset, cache = prepared
+    two = worlds["mcap"].parent / "stamps_only.jsonl"
+    questions = [replace(q, start_s=None, end_s=None) for q in read_questions(worlds["mcap"])[:2]]
+    write_questions(two, questions)
+    assert all("start_s" not in line for line in two.read_text().splitlines())
+    out = tmp_path / "stamps"
+    assert _prepare([two], out, cache, tiny_models_dir / "vlm") == 0
+    made = {r["id"]: r for r in _all_records(out)}
+    before = {r["id"]: r for r in _all_records(dataset)}
+    assert sorted(made) == sorted(q.id for q in questions)
+    for key, record in made.items():
+        for column in ("prompt", "solution", "keyframe_stamps_ns", "start_ns", "end_ns"):
+            assert record[column] == before[key][column], column
+    bad = worlds["mcap"].parent / "no_window.jsonl"
+    write_questions(bad, [replace(questions[0], start_ns=0, end_ns=0), questions[1]])
+    lost = tmp_path / "lost"
+    assert _prepare([bad], lost, cache, tiny_models_dir / "vlm") == 1  # one question failed, named
+    failures = (lost / "failures.jsonl").read_text()
+    assert questions[0].id in failures and "start_ns/end_ns" in failures
+    assert json.loads((lost / "summary.json").read_text())["records"] == 1
+
+
+def _all_records(dataset: Path) -> list[dict]:
+    lines = [line for split in ("train", "val", "test") for line in (dataset / f"{split}.jsonl").open()]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_dir, tmp_path) -> None:
     """A reply cut at 4 new tokens is not reused for a run that asks for 5 (the same settings hit)."""
     _, cache = prepared
