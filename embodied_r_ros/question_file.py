@@ -23,6 +23,7 @@ JSON lines is the format tools write; a JSON list, or YAML (a list or ``question
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,11 @@ from typing import Any
 
 MC = "mc"
 NUMERIC = "numeric"
+# The keys of a question's JSON object, in the order they are written.
+KEY_ORDER = (
+    "id", "bag", "start_s", "end_s", "start_ns", "end_ns", "window_s", "task", "form", "question", "options",
+    "answer", "unit", "answer_text", "objects",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,23 +74,12 @@ class Question:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this question, keys in a fixed order; unset optional keys are left out."""
-        data: dict[str, Any] = {"id": self.id, "bag": self.bag}
-        if self.start_s is not None and self.end_s is not None:
-            data.update(start_s=self.start_s, end_s=self.end_s)
-        data.update(start_ns=self.start_ns, end_ns=self.end_ns)
-        if self.window_s:
-            data["window_s"] = self.window_s
-        data.update(
-            task=self.task,
-            form=self.form,
-            question=self.question,
-            options=list(self.options),
-            answer=self.answer,
-            unit=self.unit,
-            answer_text=self.answer_text,
-            objects=list(self.objects),
-        )
-        return data
+        data = dataclasses.asdict(self)
+        data.update(options=list(self.options), objects=list(self.objects))
+        unset = {"window_s"} if not self.window_s else set()
+        if self.start_s is None or self.end_s is None:
+            unset |= {"start_s", "end_s"}
+        return {key: data[key] for key in KEY_ORDER if key not in unset}
 
     @classmethod
     def from_dict(cls, data: Any) -> Question:
