@@ -30,5 +30,5 @@ setup(
         "xxhash",
     ],
     extras_require={"training": ["trl", "datasets", "accelerate", "rosbags"]},
-    entry_points={"console_scripts": ["embodied-r = embodied_r_ros.cli:main"]},
+    entry_points={"console_scripts": ["embodied-r = embodied_r_ros.cli.main:main"]},
 )

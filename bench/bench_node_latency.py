@@ -53,11 +53,11 @@ def main() -> None:
     from rclpy.qos import QoSProfile
     from sensor_msgs.msg import Image
 
-    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
     from embodied_r_ros.frames import NS_PER_S
-    from embodied_r_ros.node import EmbodiedRNode
-    from embodied_r_ros.ros_messages import ns_to_time, rgb_image_message
-    from embodied_r_ros.synthetic_clip import synthetic_clip
+    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.ros.node import EmbodiedRNode
+    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
+    from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()

@@ -25,13 +25,13 @@ from pathlib import Path
 import torch
 
 from embodied_r_ros.backends import load_backend
-from embodied_r_ros.backends.tiny_models import ensure_tiny_models
 from embodied_r_ros.config import ModelConfig
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.reasoning import Reasoner
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
+from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
 QUESTION = "Which object did I pass first?"
 OPTIONS = ("the red chair", "the lamp", "the door", "the sofa")

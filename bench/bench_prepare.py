@@ -1,7 +1,7 @@
 """Benchmark of the data-set builder's bag side and its description cache.
 
 1. Bag read + decode + key frames, by the code ``embodied-r prepare`` runs per bag
-   (:func:`embodied_r_training.prepare.bag_keyframes`: one pass over the bag, the node's streaming rule),
+   (:func:`embodied_r_training.data.prepare.bag_keyframes`: one pass over the bag, the node's streaming rule),
    against plain ``rosbags`` read + deserialize + decode of every image of the same bag, in the same run;
    both as recorded frames per second of the bag. Two workloads: "clip", one window over the whole bag;
    "questions", the windows of the scene's synthetic questions (14 questions, 4 distinct windows at the
@@ -32,15 +32,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 
-from embodied_r_training.bag_reader import BagReader  # noqa: E402
-from embodied_r_training.description_cache import DescriptionCache  # noqa: E402
-from embodied_r_training.prepare import _window_ns, bag_keyframes  # noqa: E402
-from embodied_r_training.questions import read_questions  # noqa: E402
-from embodied_r_training.synth import SynthConfig, parse_size, synthesize  # noqa: E402
+from embodied_r_training.data.bag_reader import BagReader  # noqa: E402
+from embodied_r_training.data.description_cache import DescriptionCache  # noqa: E402
+from embodied_r_training.data.prepare import _window_ns, bag_keyframes  # noqa: E402
+from embodied_r_training.synth.generate import SynthConfig, parse_size, synthesize  # noqa: E402
 from rosbags.rosbag2 import Reader  # noqa: E402
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
 from embodied_r_ros.config import KeyFrameConfig  # noqa: E402
+from embodied_r_ros.question_file import read_questions  # noqa: E402
 
 
 def plain_read(bag: Path) -> tuple[int, float]:

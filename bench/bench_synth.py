@@ -35,11 +35,11 @@ import numpy as np  # noqa: E402
 _ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_ROOT), str(_ROOT / "training")]
 
-from embodied_r_training.bag_writer import BagOptions, SceneBagWriter  # noqa: E402
-from embodied_r_training.render import CameraModel, Renderer  # noqa: E402
-from embodied_r_training.synth import SynthConfig, synthesize_scene  # noqa: E402
-from embodied_r_training.trajectory import plan_trajectory  # noqa: E402
-from embodied_r_training.world import generate_world  # noqa: E402
+from embodied_r_training.synth.bag_writer import BagOptions, SceneBagWriter  # noqa: E402
+from embodied_r_training.synth.generate import SynthConfig, synthesize_scene  # noqa: E402
+from embodied_r_training.synth.render import CameraModel, Renderer  # noqa: E402
+from embodied_r_training.synth.trajectory import plan_trajectory  # noqa: E402
+from embodied_r_training.synth.world import generate_world  # noqa: E402
 
 START_NS = 1_700_000_000 * 1_000_000_000
 

@@ -1,6 +1,6 @@
 """GRPO training benchmarks with the tiny LM on the CPU, every figure from runs in the same process.
 
-1. Share of step time spent in our reward code (:class:`~embodied_r_training.rewards.StagedReward`:
+1. Share of step time spent in our reward code (:class:`~embodied_r_training.rl.rewards.StagedReward`:
    parsing, grading, weighting, building the reference queries), with the reference model's answer call
    (``PolicyReference.generate``) timed and reported separately, as is the time inside the reference
    model's ``generate``. Two stages: 7:3:0 (format-first, no reference) and 1:7:2 (consistency weighted: the
@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from embodied_r_training.synthetic_dataset import build_synthetic_dataset
-from embodied_r_training.train import build_trainer, run_warm_start
-from embodied_r_training.train_config import build_train_config
+from embodied_r_training.rl.train import build_trainer, run_warm_start
+from embodied_r_training.rl.train_config import build_train_config
+from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 from transformers import TrainerCallback
 
-from embodied_r_ros.backends.tiny_models import LM_SUBDIR, VLM_SUBDIR, ensure_tiny_models
+from embodied_r_ros.testing.tiny_models import LM_SUBDIR, VLM_SUBDIR, ensure_tiny_models
 
 STAGES = {"7:3:0": (7, 3, 0), "1:7:2": (1, 7, 2)}
 

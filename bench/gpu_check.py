@@ -72,13 +72,13 @@ for _path in (REPO, REPO / "training"):
 
 import torch  # noqa: E402
 
-from embodied_r_ros.backends.tiny_models import (  # noqa: E402
+from embodied_r_ros.config import ModelConfig  # noqa: E402
+from embodied_r_ros.testing.tiny_models import (  # noqa: E402
     LM_SUBDIR,
     SPECIAL_TOKENS,
     VLM_SUBDIR,
     ensure_tiny_models,
 )
-from embodied_r_ros.config import ModelConfig  # noqa: E402
 
 CONFIGS = REPO / "bench" / "gpu_configs"
 VLM_7B, VLM_72B, LM_3B = "qwen2.5-vl-7b-instruct", "qwen2.5-vl-72b-instruct", "qwen2.5-3b-instruct"
@@ -433,7 +433,7 @@ def short_replies(*backends: Any, new_tokens: int = 4) -> Iterator[None]:
 def make_keyframes(count: int) -> list[Any]:
     """``count`` distinct 640x480 key frames (with poses) of the synthetic robot clip, one per second."""
     from embodied_r_ros.keyframes import KeyFrame
-    from embodied_r_ros.synthetic_clip import synthetic_clip
+    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
     clip = synthetic_clip(seconds=float(count), fps=1.0, size=FRAME_SIZE)
     return [KeyFrame(frame=frame, index=i) for i, frame in enumerate(clip.frames[:count])]
@@ -731,22 +731,6 @@ def write_grpo_data(
     return out
 
 
-def read_jsonl_split(config: Any, split: str, tokenizer: Any) -> Any:
-    """``train.load_split`` for the JSONL that :func:`write_grpo_data` writes, without importing
-    ``embodied_r_training.prepare`` (its bag reading needs rosbags): prompts over ``data.max_prompt_tokens``
-    are left out, as there."""
-    from datasets import Dataset
-
-    dataset = Dataset.from_json(str(Path(config.data.path) / f"{split}.jsonl"))
-
-    def fits(row: dict[str, Any]) -> bool:
-        ids = tokenizer.apply_chat_template(row["prompt"], tokenize=True, add_generation_prompt=True)
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-        return len(ids) <= config.data.max_prompt_tokens
-
-    return dataset.filter(fits)
-
-
 def grpo_overrides(
     profile: Profile, checkpoint: Path, data: Path, out: Path, reference: bool, length: int, steps: int
 ) -> list[str]:
@@ -771,8 +755,8 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
     """``steps`` GRPO steps of the reasoner (random weights, LoRA) with ``embodied-r train``'s
     ``build_trainer``; the policy is made on the device instead of loaded from disk."""
     from datasets.utils.logging import disable_progress_bar
-    from embodied_r_training import train
-    from embodied_r_training.train_config import check_batch_shape, load_train_config
+    from embodied_r_training.rl import train
+    from embodied_r_training.rl.train_config import check_batch_shape, load_train_config
     from transformers import PrinterCallback
 
     disable_progress_bar()
@@ -791,13 +775,6 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
     timer = step_timer(profile.device)
     # build_trainer loads the policy with load_model(config, path); hand it the model made on the device.
     patches: dict[str, Any] = {"load_model": lambda config, path, model=model: model}
-    try:  # train.load_split reads through .prepare, which imports rosbags (absent on the GPU machine)
-        import embodied_r_training.prepare  # noqa: F401
-
-        data_loader = "embodied_r_training.train.load_split"
-    except ImportError as exc:
-        patches["load_split"] = read_jsonl_split
-        data_loader = f"gpu_check.read_jsonl_split ({type(exc).__name__}: {exc})"
     with mock.patch.multiple(train, **patches):
         trainer = train.build_trainer(config, callbacks=[timer], start=checkpoint)
     patches.clear()
@@ -837,7 +814,8 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
         "gradient_checkpointing": bool(config.grpo.get("gradient_checkpointing")),
         "dtype": str(dtype).replace("torch.", ""),
         "prompt_tokens": len(prompt_ids),
-        "data_loader": data_loader,
+        # The trainer's own loader: it reads through data.schema, which needs no rosbags (absent there).
+        "data_loader": "embodied_r_training.rl.train.load_split",
         "completion_tokens_forced": length,
         "completion_mean_length_logged": logged("completions/mean_length"),
         "loss_logged": logged("loss"),

@@ -1,7 +1,13 @@
-"""Typed configuration of the pipeline, with the one set of defaults.
+"""Typed configuration of the pipeline, with the one set of defaults and the node's parameter table.
 
 The ROS node fills these from parameters, the CLI from flags, training from YAML; all go through
 :func:`from_dict`, which rejects unknown keys with a message that lists the known ones.
+
+Each field is declared with :func:`param`: its default plus what the node says about it (description,
+range or choices, whether it may change while the node runs, and the launch argument or ``embodied-r run``
+flag that sets it, if any). :func:`parameter_specs` reads that table; the node's parameter declarations
+(``ros/params.py``), ``config/embodied_r.yaml``, the launch file's arguments and ``embodied-r run``'s flags
+are all derived from it (:func:`shortcuts`), so a parameter is written down in this file only.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -19,9 +25,10 @@ class ConfigError(ValueError):
 
 
 # ground_truth is no model: perception computed from a simulator scene (the VLM role only; see
-# embodied_r_training.ground_truth), a measuring instrument that separates reasoning from perception.
+# embodied_r_training.synth.ground_truth), a measuring instrument that separates reasoning from perception.
 GROUND_TRUTH = "ground_truth"
 BACKENDS = ("transformers", "openai", GROUND_TRUTH)
+LM_BACKENDS = tuple(b for b in BACKENDS if b != GROUND_TRUTH)  # what the reasoning LM may run on
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -30,34 +37,127 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+# ---------------------------------------------------------------------------------------------------
+# The parameter table: field metadata written by param() and section().
+
+_PARAM = "embodied_r_param"  # metadata key of a leaf field: its ParamSpec
+_OVERRIDES = "embodied_r_overrides"  # metadata key of a section field: {field: ParamSpec changes}
+
+
+class Alias(NamedTuple):
+    """A short name that sets a parameter: a launch argument (``camera_topic``) or a run flag (``--vlm``)."""
+
+    name: str
+    help: str
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What the node says about one parameter: description, range (inclusive) or choices, dynamic, aliases."""
+
+    description: str
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    dynamic: bool = False  # may change while the node runs (ros2 param set); the others are read at start
+    launch: Alias | None = None  # argument of launch/embodied_r.launch.py
+    flag: Alias | None = None  # flag of `embodied-r run`
+
+
+def param(
+    default: Any,
+    description: str,
+    *,
+    bounds: tuple[float, float] | None = None,
+    choices: tuple[str, ...] = (),
+    dynamic: bool = False,
+    launch: Alias | None = None,
+    flag: Alias | None = None,
+) -> Any:
+    """A config field with its default and what the node declares for it (``bounds``: inclusive range)."""
+    lo, hi = bounds if bounds is not None else (None, None)
+    spec = ParamSpec(description, lo, hi, tuple(choices), dynamic, launch, flag)
+    return field(default=default, metadata={_PARAM: spec})
+
+
+def section(factory: Callable[[], Any], **overrides: dict[str, Any]) -> Any:
+    """A nested config field; ``overrides`` change what some of its fields say as parameters of this section.
+
+    ``vlm`` and ``lm`` share :class:`ModelConfig` but describe their model differently, e.g.
+    ``section(_default_lm, model={"description": ...}, backend={"choices": LM_BACKENDS})``.
+    """
+    return field(default_factory=factory, metadata={_OVERRIDES: overrides})
+
+
+def _field_spec(config: Any, name: str) -> ParamSpec:
+    return next(f for f in dataclasses.fields(config) if f.name == name).metadata[_PARAM]
+
+
+def _check_param(config: Any, name: str, where: str, note: str = "") -> None:
+    """Check field ``name`` against the choices or range its :func:`param` gives.
+
+    Used where that range is also the rule for every user of the config. Elsewhere the node's range is
+    narrower than what the code needs (a test buffer of 10 kB is fine, a robot's is >= 1 MB), so those
+    fields check their own minimum in ``__post_init__``.
+    """
+    spec, value = _field_spec(config, name), getattr(config, name)
+    if spec.choices:
+        _check(
+            value in spec.choices, f"{where}{name} must be one of {', '.join(spec.choices)}, got {value!r}"
+        )
+    if spec.lo is not None and spec.hi is not None:
+        _check(spec.lo <= value <= spec.hi, f"{where}{name} must be in {spec.lo}..{spec.hi}{note}")
+
+
 @dataclass
 class BufferConfig:
     """Clip buffer: how much history to keep and how it is stored."""
 
-    memory_mb: float = 256.0  # hard budget for stored images
-    history_s: float = 600.0  # frames older than this are dropped even under budget
-    max_side: int = 640  # stored copies are downscaled so that max(h, w) <= this
-    jpeg_quality: int = 90  # 0 stores raw (downscaled) pixels; 1..100 JPEG-compresses
+    # A hard budget for the stored images.
+    memory_mb: float = param(
+        256.0, "memory budget of the history (JPEG copies of candidate frames)", bounds=(1.0, 1e6)
+    )
+    # Older frames are dropped even under budget.
+    history_s: float = param(
+        600.0, "seconds of history kept (older frames are dropped)", bounds=(1.0, 86400.0)
+    )
+    # Stored copies are downscaled so that max(h, w) <= this.
+    max_side: int = param(
+        640, "stored frames are downscaled to at most this many pixels a side", bounds=(32, 8192)
+    )
+    # 0 stores raw (downscaled) pixels; 1..100 JPEG-compresses.
+    jpeg_quality: int = param(90, "JPEG quality of stored frames; 0 = raw pixels", bounds=(0, 100))
 
     def __post_init__(self) -> None:
         _check(self.memory_mb > 0, "buffer.memory_mb must be > 0")
         _check(self.history_s > 0, "buffer.history_s must be > 0")
         _check(self.max_side >= 32, "buffer.max_side must be >= 32 pixels")
-        _check(0 <= self.jpeg_quality <= 100, "buffer.jpeg_quality must be 0 (raw) or 1..100")
+        _check_param(self, "jpeg_quality", "buffer.", " (0 = raw pixels)")
 
 
 @dataclass
 class KeyFrameConfig:
     """Key-frame selection (paper: 1 fps candidates, ORB, RANSAC 5 px, overlap < 0.5, clamp [4, 32])."""
 
-    candidate_fps: float = 1.0
-    orb_features: int = 500
-    min_matches: int = 10  # a homography needs MORE than this many cross-checked matches
-    ransac_reproj_threshold: float = 5.0
-    overlap_threshold: float = 0.5  # keep a candidate when its overlap with the reference is below this
-    min_keyframes: int = 4
-    max_keyframes: int = 32
-    match_width: int = 320  # frames are matched at this width (0 = full resolution), for speed
+    candidate_fps: float = param(1.0, "candidate frames per second (paper: 1)", bounds=(0.01, 60.0))
+    orb_features: int = param(500, "ORB features per frame", bounds=(10, 100000))
+    # A homography needs MORE than this many cross-checked matches.
+    min_matches: int = param(
+        10, "a homography needs more than this many matches (paper: 10)", bounds=(4, 9999)
+    )
+    ransac_reproj_threshold: float = param(
+        5.0, "RANSAC reprojection threshold, px (paper: 5)", bounds=(0.1, 99.0)
+    )
+    # Keep a candidate when its overlap with the reference is below this.
+    overlap_threshold: float = param(
+        0.5,
+        "keep a candidate when its overlap with the last key frame is below this (paper: 0.5)",
+        bounds=(0.01, 1.0),
+    )
+    min_keyframes: int = param(4, "fewest key frames per question (paper: 4)", bounds=(2, 256))
+    max_keyframes: int = param(32, "most key frames per question (paper: 32)", bounds=(2, 256))
+    # Frames are matched at this width (0 = full resolution), for speed.
+    match_width: int = param(320, "match frames this wide; 0 = full resolution, else >= 64", bounds=(0, 8192))
 
     def __post_init__(self) -> None:
         _check(self.candidate_fps > 0, "keyframes.candidate_fps must be > 0")
@@ -73,33 +173,60 @@ class KeyFrameConfig:
         _check(self.match_width == 0 or self.match_width >= 64, "keyframes.match_width must be 0 or >= 64")
 
 
+# What a model's fields say as parameters. NodeConfig's vlm and lm sections put the role in front of
+# _MODEL_SOURCE, and only the VLM may be ground truth.
+_MODEL_SOURCE = (
+    "Hugging Face repo id (in the local cache) or checkpoint directory; served model name with backend openai"
+)
+_BACKEND = "transformers (in-process) or openai (an OpenAI-compatible server such as vLLM)"
+# vlm and lm share ModelConfig, so these launch arguments and run flags set the field of both models.
+_BOTH = "both models"
+_DEVICE_HELP = f"{_BOTH}: auto, cpu, cuda, cuda:N"
+
+
 @dataclass
 class ModelConfig:
     """One model: where it lives and how it is run."""
 
-    # hub repo id or local directory (transformers) / served model name (openai) / scene.json (ground_truth)
-    model: str = ""
-    backend: str = "transformers"  # "transformers" (in-process), "openai" (HTTP server) or "ground_truth"
-    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
-    dtype: str = "auto"  # "auto", "float32", "bfloat16", "float16"
-    adapter: str = ""  # optional LoRA adapter directory for the LM
-    max_new_tokens: int = 256
-    temperature: float = 0.0  # 0 = greedy
-    base_url: str = "http://127.0.0.1:8000/v1"  # openai backend only
-    api_key_env: str = "OPENAI_API_KEY"  # name of the environment variable holding the key
-    timeout_s: float = 60.0
-    retries: int = 2
-    max_concurrency: int = 8  # openai backend: requests in flight at once
-    image_cache_mb: float = 256.0  # transformers VLM: encoded key frames kept for reuse (0 = off)
-    trust_remote_code: bool = False
-    allow_download: bool = False  # fetch from the hub when not on disk (robots usually run offline)
+    # Hub repo id or local directory (transformers) / served model name (openai) / scene.json (ground_truth).
+    model: str = param("", _MODEL_SOURCE)
+    backend: str = param("transformers", _BACKEND, choices=BACKENDS, flag=Alias("--backend", _BOTH))
+    device: str = param(
+        "auto",
+        "auto, cpu, cuda or cuda:N (transformers backend)",
+        launch=Alias("device", _DEVICE_HELP),
+        flag=Alias("--device", _DEVICE_HELP),
+    )
+    dtype: str = param(
+        "auto",
+        "weights dtype; auto: bfloat16 on a GPU, float32 on a CPU",
+        choices=DTYPES,
+        flag=Alias("--dtype", _BOTH),
+    )
+    adapter: str = param("", "optional LoRA adapter directory (PEFT save_pretrained); empty = none")
+    max_new_tokens: int = param(
+        256, "tokens generated per call at most", bounds=(1, 32768), flag=Alias("--max-new-tokens", _BOTH)
+    )
+    temperature: float = param(0.0, "sampling temperature; 0 = greedy", bounds=(0.0, 10.0))
+    base_url: str = param(
+        "http://127.0.0.1:8000/v1", "openai backend: server URL, e.g. http://gpu-box:8000/v1"
+    )
+    api_key_env: str = param(
+        "OPENAI_API_KEY", "openai backend: NAME of the environment variable holding the API key"
+    )
+    timeout_s: float = param(60.0, "openai backend: seconds per HTTP request", bounds=(0.1, 3600.0))
+    retries: int = param(2, "openai backend: retries of a failed request", bounds=(0, 100))
+    max_concurrency: int = param(8, "openai backend: requests in flight at once", bounds=(1, 1024))
+    image_cache_mb: float = param(
+        256.0, "transformers VLM: MB of encoded key frames kept for reuse; 0 = off", bounds=(0.0, 1_000_000.0)
+    )
+    trust_remote_code: bool = param(False, "allow custom model code from the checkpoint (off by default)")
+    # Off by default: robots usually run offline.
+    allow_download: bool = param(False, "fetch the model from the hub when it is not on disk")
 
     def __post_init__(self) -> None:
-        _check(
-            self.backend in BACKENDS,
-            f"model backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}",
-        )
-        _check(self.dtype in DTYPES, f"model dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        _check_param(self, "backend", "model ")
+        _check_param(self, "dtype", "model ")
         _check(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
         _check(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
         _check(self.timeout_s > 0, "model timeout_s must be > 0")
@@ -189,7 +316,7 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------
 # The ROS node's own settings. Its parameters are exactly the fields of NodeConfig, dotted
-# ("camera.topic", "vlm.model", ...); embodied_r_ros.node_params declares them with descriptions and ranges.
+# ("camera.topic", "vlm.model", ...), described by their param() metadata (see parameter_specs).
 
 QOS_PROFILES = ("sensor_data", "reliable")
 
@@ -198,17 +325,36 @@ QOS_PROFILES = ("sensor_data", "reliable")
 class CameraConfig:
     """Camera input of the node."""
 
-    topic: str = "camera/image_raw"  # sensor_msgs/Image; relative names resolve in the node's namespace
-    compressed: bool = False  # subscribe to sensor_msgs/CompressedImage on <topic>/compressed instead
-    qos: str = "sensor_data"  # "sensor_data" (best effort, keep last) or "reliable"
-    qos_depth: int = 5
-    jump_back_reset_s: float = 1.0  # a stamp this far behind the newest clears the history; 0 = never
+    # Relative names resolve in the node's namespace.
+    topic: str = param(
+        "camera/image_raw",
+        "camera topic (sensor_msgs/Image); with camera.compressed the node subscribes to "
+        "<topic>/compressed (image_transport naming) unless the topic already ends in /compressed",
+        launch=Alias("camera_topic", "camera topic (sensor_msgs/Image)"),
+        flag=Alias("--camera-topic", "camera topic (parameter camera.topic)"),
+    )
+    compressed: bool = param(
+        False,
+        "subscribe to sensor_msgs/CompressedImage (JPEG/PNG) instead of Image",
+        launch=Alias("compressed", "true: subscribe to <camera_topic>/compressed (CompressedImage)"),
+        flag=Alias("--compressed", "the camera publishes CompressedImage"),
+    )
+    qos: str = param(
+        "sensor_data",
+        "sensor_data (best effort, keep last; takes reliable publishers too) or reliable",
+        choices=QOS_PROFILES,
+    )
+    qos_depth: int = param(5, "camera subscription queue depth", bounds=(1, 1000))
+    jump_back_reset_s: float = param(
+        1.0,
+        "a frame stamped this many seconds behind the newest clears the history (a bag loops, a simulation "
+        "restarts); 0 = never",
+        bounds=(0.0, 86400.0),
+    )
 
     def __post_init__(self) -> None:
         _check(bool(self.topic.strip()), "camera.topic must not be empty")
-        _check(
-            self.qos in QOS_PROFILES, f"camera.qos must be one of {', '.join(QOS_PROFILES)}, got {self.qos!r}"
-        )
+        _check_param(self, "qos", "camera.")
         _check(self.qos_depth >= 1, "camera.qos_depth must be >= 1")
         _check(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
 
@@ -217,8 +363,17 @@ class CameraConfig:
 class OdometryConfig:
     """Optional odometry (nav_msgs/Odometry): key frames get the pose interpolated at their stamp."""
 
-    topic: str = "odom"  # "" = no odometry (the VLM then labels the actions, as in the paper)
-    max_gap_s: float = 0.5  # a key frame farther than this from any odometry sample gets no pose
+    topic: str = param(
+        "odom",
+        "nav_msgs/Odometry topic; key frames get the pose interpolated at their stamp and the actions "
+        "between them come from odometry; empty = no odometry (the VLM labels actions)",
+        # An empty launch argument keeps the file's value, so the launch file takes "none" for "".
+        launch=Alias("odometry_topic", "nav_msgs/Odometry topic, or none"),
+        flag=Alias("--odometry-topic", "nav_msgs/Odometry topic; '' turns odometry off"),
+    )
+    max_gap_s: float = param(
+        0.5, "a key frame farther than this from any odometry sample gets no pose", bounds=(0.001, 60.0)
+    )
 
     def __post_init__(self) -> None:
         _check(self.max_gap_s > 0, "odometry.max_gap_s must be > 0")
@@ -226,43 +381,105 @@ class OdometryConfig:
 
 @dataclass
 class QueryConfig:
-    """How the node serves questions."""
+    """How the node serves questions; all of it may change while the node runs."""
 
-    window_s: float = 60.0  # history a question covers when it asks for 0 s
-    timeout_s: float = 120.0  # from arrival (queue wait included) to answer
-    queue_length: int = 2  # questions waiting behind the running one; more get "busy" at once
-    publish_keyframes: bool = True  # publish each answer's key frames on ~/keyframes
-    pre_encode_keyframes: bool = True  # encode new key frames with the VLM's vision tower while idle
+    window_s: float = param(
+        60.0,
+        "seconds of history a question covers when it asks for 0 (the window ends at the newest frame)",
+        bounds=(0.1, 86400.0),
+        dynamic=True,
+        flag=Alias("--window", "default question window, seconds (query.window_s)"),
+    )
+    timeout_s: float = param(
+        120.0,
+        "seconds from a question's arrival (queue wait included) to its answer; past it the caller gets "
+        "success=false",
+        bounds=(0.1, 86400.0),
+        dynamic=True,
+        flag=Alias("--timeout", "question timeout, seconds (query.timeout_s)"),
+    )
+    queue_length: int = param(
+        2,
+        "questions that may wait behind the running one; more get success=false 'busy' at once",
+        bounds=(0, 64),
+        dynamic=True,
+    )
+    publish_keyframes: bool = param(True, "publish each answer's key frames on ~/keyframes", dynamic=True)
+    pre_encode_keyframes: bool = param(
+        True,
+        "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
+        "(nothing to encode with vlm.backend ground_truth)",
+        dynamic=True,
+    )
     # Bounds on one request: the question goes to the VLM once per key frame, so an unbounded one can
     # exhaust the robot's memory (a 100 kB question grew the node past 6 GB).
-    max_question_chars: int = 2000
-    max_options: int = 26  # one letter each, A..Z
-    max_option_chars: int = 200
+    max_question_chars: int = param(
+        2000,
+        "longest question accepted (characters); a longer one gets success=false at once (the question "
+        "goes to the VLM once per key frame)",
+        bounds=(1, 100000),
+        dynamic=True,
+    )
+    max_options: int = param(26, "most answer options accepted (letters A..Z)", bounds=(0, 26), dynamic=True)
+    max_option_chars: int = param(
+        200, "longest answer option accepted (characters)", bounds=(1, 10000), dynamic=True
+    )
 
     def __post_init__(self) -> None:
         _check(self.window_s > 0, "query.window_s must be > 0 seconds")
         _check(self.timeout_s > 0, "query.timeout_s must be > 0 seconds")
-        _check(0 <= self.queue_length <= 64, "query.queue_length must be in 0..64")
-        _check(1 <= self.max_question_chars <= 100_000, "query.max_question_chars must be in 1..100000")
-        _check(0 <= self.max_options <= 26, "query.max_options must be in 0..26 (option letters A..Z)")
-        _check(1 <= self.max_option_chars <= 10_000, "query.max_option_chars must be in 1..10000")
+        _check_param(self, "queue_length", "query.")
+        _check_param(self, "max_question_chars", "query.")
+        _check_param(self, "max_options", "query.", " (option letters A..Z)")
+        _check_param(self, "max_option_chars", "query.")
+
+
+_GROUND_TRUTH_MODEL = (
+    "; with backend ground_truth: the scene.json that `embodied-r synth` wrote beside the bag being played"
+)
+_GROUND_TRUTH_BACKEND = (
+    ", or ground_truth: not a VLM but a measuring instrument for simulator bags, perception computed from "
+    "the scene's geometry (what a perfect VLM would say), to separate reasoning from perception"
+)
 
 
 @dataclass
 class NodeConfig:
     """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
 
-    camera: CameraConfig = field(default_factory=CameraConfig)
-    odometry: OdometryConfig = field(default_factory=OdometryConfig)
-    query: QueryConfig = field(default_factory=QueryConfig)
-    vlm: ModelConfig = field(default_factory=_default_vlm)
-    lm: ModelConfig = field(default_factory=_default_lm)
-    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
-    buffer: BufferConfig = field(default_factory=BufferConfig)
-    diagnostics_period_s: float = 1.0
-    # CPU threads for in-process (transformers) models; 0 = all cores but one, so that inference on the CPU
-    # does not starve the camera subscription and DDS (on 2 cores it made a 30 Hz stream stall for seconds).
-    torch_threads: int = 0
+    camera: CameraConfig = section(CameraConfig)
+    odometry: OdometryConfig = section(OdometryConfig)
+    query: QueryConfig = section(QueryConfig)
+    vlm: ModelConfig = section(
+        _default_vlm,
+        model={
+            "description": "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct): "
+            + _MODEL_SOURCE
+            + _GROUND_TRUTH_MODEL,
+            "launch": Alias("vlm", "VLM: repo id or checkpoint directory"),
+            "flag": Alias("--vlm", "VLM repo id or directory (parameter vlm.model)"),
+        },
+        backend={"description": _BACKEND + _GROUND_TRUTH_BACKEND},
+    )
+    lm: ModelConfig = section(
+        _default_lm,
+        model={
+            "description": "reasoning language model (paper: Qwen2.5-3B-Instruct, trained): " + _MODEL_SOURCE,
+            "launch": Alias("lm", "LM: repo id or checkpoint directory"),
+            "flag": Alias("--lm", "LM repo id or directory (parameter lm.model)"),
+        },
+        backend={"choices": LM_BACKENDS},
+    )
+    keyframes: KeyFrameConfig = section(KeyFrameConfig)
+    buffer: BufferConfig = section(BufferConfig)
+    diagnostics_period_s: float = param(1.0, "seconds between /diagnostics messages", bounds=(0.1, 3600.0))
+    # 0 = all cores but one, so that inference on the CPU does not starve the camera subscription and DDS
+    # (on 2 cores it made a 30 Hz stream stall for seconds).
+    torch_threads: int = param(
+        0,
+        "CPU threads for in-process models; 0 = all cores but one, leaving one for the camera and DDS",
+        bounds=(0, 1024),
+    )
 
     def __post_init__(self) -> None:
         _check(self.diagnostics_period_s > 0, "diagnostics_period_s must be > 0 seconds")
@@ -271,3 +488,77 @@ class NodeConfig:
     def pipeline(self) -> PipelineConfig:
         """The core pipeline's part of this configuration."""
         return PipelineConfig(vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading the table.
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A config dataclass as {dotted field path: value}, in field order."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            values.update(flatten(value, f"{prefix}{f.name}."))
+        else:
+            values[f"{prefix}{f.name}"] = value
+    return values
+
+
+def parameter_specs(config: Any = None) -> dict[str, ParamSpec]:
+    """{dotted parameter name: ParamSpec} for every leaf field of ``config`` (default: NodeConfig), in order.
+
+    A section's overrides (:func:`section`) replace what its fields say; a field declared without
+    :func:`param` is a programming error (every node parameter must be described).
+    """
+    return _specs(NodeConfig() if config is None else config, "", {})
+
+
+def _specs(config: Any, prefix: str, overrides: dict[str, dict[str, Any]]) -> dict[str, ParamSpec]:
+    specs: dict[str, ParamSpec] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            specs.update(_specs(value, f"{prefix}{f.name}.", f.metadata.get(_OVERRIDES, {})))
+            continue
+        spec = f.metadata.get(_PARAM)
+        if spec is None:
+            raise TypeError(f"config field {prefix}{f.name} is not declared with param(...)")
+        specs[prefix + f.name] = dataclasses.replace(spec, **overrides.get(f.name, {}))
+    return specs
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """A launch argument or ``embodied-r run`` flag, with the parameters it sets (vlm's and lm's device)."""
+
+    name: str
+    help: str
+    parameters: tuple[str, ...]
+    kind: type  # the type of the parameters' values: bool, int, float or str
+    choices: tuple[str, ...] = ()  # values all its parameters accept; () = any
+
+
+def shortcuts(kind: Literal["launch", "flag"]) -> dict[str, Shortcut]:
+    """The node's launch arguments (``"launch"``) or ``embodied-r run`` flags (``"flag"``), in table order.
+
+    The parameters that give the same alias (the fields vlm and lm share) are set together by it.
+    """
+    defaults = flatten(NodeConfig())
+    found: dict[str, Shortcut] = {}
+    for name, spec in parameter_specs().items():
+        alias: Alias | None = getattr(spec, kind)
+        if alias is None:
+            continue
+        value_type = type(defaults[name])
+        known = found.get(alias.name)
+        if known is None:
+            found[alias.name] = Shortcut(alias.name, alias.help, (name,), value_type, spec.choices)
+            continue
+        if (known.help, known.kind) != (alias.help, value_type):
+            raise TypeError(f"{kind} {alias.name} sets {known.parameters[0]} and {name}, which differ")
+        # Only values that every parameter accepts (--backend: not ground_truth, which lm.backend refuses).
+        choices = tuple(c for c in known.choices if c in spec.choices) if spec.choices else known.choices
+        found[alias.name] = dataclasses.replace(known, parameters=(*known.parameters, name), choices=choices)
+    return found

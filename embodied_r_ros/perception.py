@@ -9,7 +9,8 @@ told the motion; otherwise the VLM's action label is used, as in the paper.
 
 The pipeline, the node and ``embodied-r prepare`` take any :class:`KeyFramePerceiver`: the VLM's
 :class:`Perceiver`, or a measuring instrument that writes the same replies from other knowledge (the
-simulator's ground truth, ``embodied_r_training.ground_truth``); both go through :func:`parse_descriptions`.
+simulator's ground truth, ``embodied_r_training.synth.ground_truth``); both go through
+:func:`parse_descriptions`.
 """
 
 from __future__ import annotations

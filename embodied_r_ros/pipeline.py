@@ -42,7 +42,7 @@ def ground_truth_perceiver(config: ModelConfig) -> KeyFramePerceiver:
     scene.json of the bag being played): a measuring instrument, not a VLM. Raises :class:`BackendError`
     naming the setting and the fix."""
     try:  # training code (world, renderer): imported only here, so the core never needs it
-        from embodied_r_training.ground_truth import GroundTruthError, GroundTruthPerceiver
+        from embodied_r_training.synth.ground_truth import GroundTruthError, GroundTruthPerceiver
     except ImportError as exc:
         raise BackendError(
             f"vlm.backend {GROUND_TRUTH} needs the package embodied_r_training (the synthetic world and its "

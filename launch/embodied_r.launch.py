@@ -5,25 +5,25 @@
         vlm:=Qwen/Qwen2.5-VL-7B-Instruct lm:=/models/embodied-r-3b device:=cuda namespace:=drone1
 
 Parameters come from ``config_file`` (default: this package's config/embodied_r.yaml, every default
-listed), then from the arguments below that are not empty; an empty argument keeps the file's value.
-``odometry_topic:=none`` turns odometry off. ``launch`` and ``launch_ros`` are imported inside the
-functions, so the plain-Python parts (the argument table and :func:`parameter_overrides`) load anywhere
-(the package's tests check them against the node's parameters).
+listed), then from the arguments that set parameters (:data:`ARGUMENTS`; ``--show-args`` lists them)
+that are not empty; an empty argument keeps the file's value. ``odometry_topic:=none`` turns odometry
+off. Those arguments are declared with the parameters, in embodied_r_ros/config.py
+(``param(..., launch=...)``). ``launch`` and ``launch_ros`` are imported inside the functions, so the
+plain-Python parts (the argument table and :func:`parameter_overrides`) load anywhere (the package's
+tests check them against the node's parameters).
 """
 
 import os
 
+from embodied_r_ros.config import shortcuts  # plain Python: the parameter table, no ROS imports
+
 NODE_NAME = "embodied_r"
+# Launch argument -> what it sets: its help, the node parameters (several for device) and their type.
+ARGUMENTS = shortcuts("launch")
 # Launch argument -> the node parameters it sets (when not empty).
-ARGUMENT_PARAMETERS = {
-    "camera_topic": ["camera.topic"],
-    "compressed": ["camera.compressed"],
-    "odometry_topic": ["odometry.topic"],
-    "vlm": ["vlm.model"],
-    "lm": ["lm.model"],
-    "device": ["vlm.device", "lm.device"],
-}
-BOOLEAN_ARGUMENTS = ("compressed",)
+ARGUMENT_PARAMETERS = {name: list(argument.parameters) for name, argument in ARGUMENTS.items()}
+# An empty argument keeps the config file's value, so these take "none" for an empty string.
+NONE_MEANS_EMPTY = ("odometry_topic",)
 
 
 def parameter_overrides(values):
@@ -31,26 +31,34 @@ def parameter_overrides(values):
     overrides = {}
     for argument, text in values.items():
         text = text.strip()
-        if not text or argument not in ARGUMENT_PARAMETERS:
+        if not text or argument not in ARGUMENTS:
             continue
-        if argument in BOOLEAN_ARGUMENTS:
+        kind = ARGUMENTS[argument].kind
+        if kind is bool:
             if text.lower() not in ("true", "false"):
                 raise ValueError(f"launch argument {argument} must be true or false, got {text!r}")
             value = text.lower() == "true"
-        elif argument == "odometry_topic" and text.lower() == "none":
+        elif argument in NONE_MEANS_EMPTY and text.lower() == "none":
             value = ""
         else:
-            value = text
-        for name in ARGUMENT_PARAMETERS[argument]:
+            value = kind(text)
+        for name in ARGUMENTS[argument].parameters:
             overrides[name] = value
     return overrides
+
+
+def _choices(argument):
+    """The values a parameter argument accepts, "" (keep the file's value) first; None = any."""
+    if argument.kind is bool:
+        return ["", "true", "false"]
+    return ["", *argument.choices] if argument.choices else None
 
 
 def _launch_setup(context, *args, **kwargs):
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 
-    values = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENT_PARAMETERS}
+    values = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     config_file = LaunchConfiguration("config_file").perform(context)
     parameters = [config_file] if config_file else []
     overrides = parameter_overrides(values)
@@ -78,34 +86,17 @@ def generate_launch_description():
 
     default_config = os.path.join(get_package_share_directory("embodied_r_ros"), "config", "embodied_r.yaml")
     keep = "; empty keeps the config file's value"
-    return LaunchDescription(
-        [
-            DeclareLaunchArgument(
-                "config_file", default_value=default_config, description="parameters YAML of the node"
-            ),
-            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
-            DeclareLaunchArgument("log_level", default_value="info", description="debug, info, warn, error"),
-            DeclareLaunchArgument(
-                "camera_topic", default_value="", description="camera topic (sensor_msgs/Image)" + keep
-            ),
-            DeclareLaunchArgument(
-                "compressed",
-                default_value="",
-                description="true: subscribe to <camera_topic>/compressed (CompressedImage)" + keep,
-                choices=["", "true", "false"],
-            ),
-            DeclareLaunchArgument(
-                "odometry_topic", default_value="", description="nav_msgs/Odometry topic, or none" + keep
-            ),
-            DeclareLaunchArgument(
-                "vlm", default_value="", description="VLM: repo id or checkpoint directory" + keep
-            ),
-            DeclareLaunchArgument(
-                "lm", default_value="", description="LM: repo id or checkpoint directory" + keep
-            ),
-            DeclareLaunchArgument(
-                "device", default_value="", description="both models: auto, cpu, cuda, cuda:N" + keep
-            ),
-            OpaqueFunction(function=_launch_setup),
-        ]
-    )
+    arguments = [
+        DeclareLaunchArgument(
+            "config_file", default_value=default_config, description="parameters YAML of the node"
+        ),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+        DeclareLaunchArgument("log_level", default_value="info", description="debug, info, warn, error"),
+    ]
+    for name, argument in ARGUMENTS.items():
+        choices = _choices(argument)
+        extra = {"choices": choices} if choices else {}
+        arguments.append(
+            DeclareLaunchArgument(name, default_value="", description=argument.help + keep, **extra)
+        )
+    return LaunchDescription([*arguments, OpaqueFunction(function=_launch_setup)])

@@ -33,7 +33,7 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     complete build of the current format and (re)built there otherwise, so later runs start faster;
     without it the models are built into a temporary directory.
     """
-    from embodied_r_ros.backends.tiny_models import ensure_tiny_models
+    from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     given = os.environ.get(TINY_MODELS_ENV, "")
     return ensure_tiny_models(Path(given) if given else tmp_path_factory.mktemp("tiny_models"))
@@ -64,6 +64,6 @@ def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path) -> Path:
     """A training data set built the way users build one: ``embodied-r synth`` (3 small scenes, mcap) then
     ``embodied-r prepare`` with the tiny VLM. Returns the data-set directory ({train,val,test}.parquet)."""
-    from embodied_r_training.synthetic_dataset import build_synthetic_dataset
+    from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 
     return build_synthetic_dataset(tmp_path_factory.mktemp("tiny_dataset"), tiny_models_dir / "vlm")

@@ -16,9 +16,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-from embodied_r_training.render import CameraModel
-from embodied_r_training.trajectory import TURN, WALK, Segment, StartState, Trajectory
-from embodied_r_training.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
+from embodied_r_training.synth.render import CameraModel
+from embodied_r_training.synth.trajectory import TURN, WALK, Segment, StartState, Trajectory
+from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
 
 from embodied_r_ros.frames import NS_PER_S, Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame

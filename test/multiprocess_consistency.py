@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
-from embodied_r_training.train import PolicyReference, build_trainer
-from embodied_r_training.train_config import build_train_config
+from embodied_r_training.rl.train import PolicyReference, build_trainer
+from embodied_r_training.rl.train_config import build_train_config
 
 STEPS = 2  # real GRPO steps per training mode
 DIRECT_CALLS = 3  # reward calls with one rank right and the other wrong

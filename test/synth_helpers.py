@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import yaml
-from embodied_r_training.bag_writer import typestore
+from embodied_r_training.synth.bag_writer import typestore
 from rosbags.rosbag2 import Reader
 
 from embodied_r_ros.frames import NS_PER_S, Pose

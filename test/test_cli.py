@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 
 def _run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -101,3 +102,59 @@ def test_ros_demo_answers_with_the_real_lm_and_ground_truth_perception(smollm2_d
 def test_demo_smoke_flag_keeps_the_random_weight_path_and_vlm_needs_a_model(tmp_path):
     result = _run("demo", "--perception", "vlm", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "--perception vlm needs --vlm" in result.stderr
+
+
+# The node's side of the CLI with the training extras made unimportable, as on a robot with only the
+# node's dependencies installed.
+_WITHOUT_TRAINING = """
+import sys
+for name in ("embodied_r_training", "rosbags", "trl", "datasets"):
+    sys.modules[name] = None  # import raises ImportError, as when not installed
+{body}
+"""
+
+
+def _python_without_training(body: str, *args: str) -> subprocess.CompletedProcess:
+    script = _WITHOUT_TRAINING.format(body=body)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300, env=os.environ
+    )
+
+
+def test_node_commands_work_without_the_training_package():
+    cli = "from embodied_r_ros.cli.main import main\nsys.exit(main())"
+    for command in ("run", "ask", "play"):
+        result = _python_without_training(cli, command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert f"embodied-r {command}" in result.stdout
+    imported = _python_without_training(
+        "import embodied_r_ros.ros.node, embodied_r_ros.pipeline, embodied_r_ros.cli.run\nprint('imported')"
+    )
+    assert imported.returncode == 0 and "imported" in imported.stdout, imported.stderr
+
+    listing = _python_without_training(cli, "--help")
+    assert listing.returncode == 0, listing.stderr
+    train_line = next(line for line in listing.stdout.splitlines() if line.strip().startswith("train"))
+    assert "unavailable: needs embodied_r_training" in train_line
+    assert "unavailable" not in next(line for line in listing.stdout.splitlines() if "run " in line)
+
+    train = _python_without_training(cli, "train", "--config", "x.yaml")
+    assert train.returncode == 2
+    assert "Traceback" not in train.stderr
+    assert "embodied_r_training" in train.stderr and "pip install '.[training]'" in train.stderr
+
+
+def test_a_command_imports_only_its_own_module():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom embodied_r_ros.cli.main import build_parser\nbuild_parser(['run', '--help'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('embodied_r_training')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.compare import compare, comparison_markdown, load_run
-from embodied_r_training.evaluate import chance_predictions, summarize
-from embodied_r_training.stats import bootstrap_ci, paired_difference
+from embodied_r_training.eval.compare import compare, comparison_markdown, load_run
+from embodied_r_training.eval.evaluate import chance_predictions, summarize
+from embodied_r_training.eval.stats import bootstrap_ci, paired_difference
 
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import ConfigError
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -67,7 +67,7 @@ def test_chance_is_the_expected_score_of_a_guess() -> None:
 
 def _eval_dir(root: Path, label: str, scores: dict[str, float]) -> Path:
     """An eval output as `embodied-r eval` writes it, with the given per-record scores."""
-    from embodied_r_training.evaluate import Prediction
+    from embodied_r_training.eval.evaluate import Prediction
 
     records = {r["id"]: r for r in _records() * 1}
     predictions = [

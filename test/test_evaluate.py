@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.bag_reader import BagReader
-from embodied_r_training.evaluate import (
-    AdapterDisabled,
+from embodied_r_training.data.bag_reader import BagReader
+from embodied_r_training.eval.evaluate import (
     _keyframe_images,
     check_consistency,
     grade_records,
@@ -21,14 +20,15 @@ from embodied_r_training.evaluate import (
     summarize,
     vlm_alone_request,
 )
-from embodied_r_training.plots import load_log_history, plot_training_curves
-from embodied_r_training.rewards import ConsistencyReward
-from embodied_r_training.synth import SynthConfig, synthesize
+from embodied_r_training.eval.plots import load_log_history, plot_training_curves
+from embodied_r_training.rl.rewards import ConsistencyReward
+from embodied_r_training.synth.generate import SynthConfig, synthesize
 from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, read_bag, stamp_ns
 
+from embodied_r_ros.backends.adapter_off import AdapterOff
 from embodied_r_ros.backends.base import ChatMessage
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import ConfigError, ModelConfig
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -53,10 +53,12 @@ def dataset(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="module")
 def adapter(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A LoRA adapter on the tiny LM with random (non-zero) weights, so it changes the model's output."""
+    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     path = tmp_path_factory.mktemp("adapter")
+    torch.manual_seed(0)  # the same adapter every run: what the tests see does not depend on the draw
     model = AutoModelForCausalLM.from_pretrained(tiny_models_dir / "lm")
     config = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(model, config).save_pretrained(path)
@@ -297,6 +299,17 @@ def test_scores_of_hand_written_completions() -> None:
     )
 
 
+def test_eval_checks_consistency_where_the_reward_would() -> None:
+    """A right answer with empty reasoning is not checked, in training (the reward) or in eval."""
+    records = [_row("route", "A", ["left", "right"])] * 2
+    completions = ["<think> </think><answer>A</answer>", "<think>I turned left.</think><answer>A</answer>"]
+    predictions = grade_records(records, completions)
+    assert [p.checkable for p in predictions] == [False, True]
+    reference = _ScriptedReference(["A"])
+    assert check_consistency(predictions, records, ConsistencyReward(reference)) == 1
+    assert [p.consistency for p in predictions] == [None, 1.0]
+
+
 def test_no_reference_call_when_nothing_is_correct() -> None:
     records = [_row("route", "A", ["left", "right"])]
     predictions = grade_records(records, ["<think>x</think><answer>B</answer>"])
@@ -305,7 +318,7 @@ def test_no_reference_call_when_nothing_is_correct() -> None:
     assert summarize(predictions)["overall"]["consistency_rate"] is None
 
 
-def test_adapter_disabled_reference_is_the_base_model(tiny_models_dir, adapter) -> None:
+def test_adapter_off_reference_is_the_base_model(tiny_models_dir, adapter) -> None:
     from embodied_r_ros.backends import load_backend
 
     config = ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu", max_new_tokens=8)
@@ -314,7 +327,7 @@ def test_adapter_disabled_reference_is_the_base_model(tiny_models_dir, adapter) 
     tuned = load_backend(replace(config, adapter=str(adapter)), vision=False)
     try:
         assert not np.allclose(base.first_step_logits(request), tuned.first_step_logits(request), atol=1e-4)
-        assert AdapterDisabled(tuned).generate(request) == base.generate(request)
+        assert AdapterOff(tuned).generate(request) == base.generate(request)
     finally:
         base.close()
         tuned.close()

@@ -17,8 +17,8 @@ import torch
 
 from embodied_r_ros.backends import BackendError, ChatMessage, load_backend, resolve_model_dir
 from embodied_r_ros.backends.gguf import MARKER, convert_gguf, read_marker
-from embodied_r_ros.backends.tiny_models import LM_SUBDIR
 from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.testing.tiny_models import LM_SUBDIR
 
 gguf = pytest.importorskip("gguf", reason="pip install gguf==0.19.0 (requirements.txt)")
 
@@ -209,7 +209,7 @@ def test_a_directory_in_the_way_is_left_alone(tiny_gguf: Path, tmp_path: Path):
 
 
 def test_training_takes_a_gguf_policy(tiny_gguf: Path, gguf_cache):
-    from embodied_r_training.train import resolve_policy
+    from embodied_r_training.rl.train import resolve_policy
 
     path = resolve_policy(str(tiny_gguf))
     assert path.parent == gguf_cache and (path / "config.json").is_file()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import ground_truth_scene as scene
 import pytest
-from embodied_r_training.ground_truth import (
+from embodied_r_training.synth.ground_truth import (
     GroundTruthError,
     GroundTruthPerceiver,
     GroundTruthScenes,
@@ -18,7 +18,7 @@ from embodied_r_training.ground_truth import (
     round_distance,
     scene_file_for_bag,
 )
-from embodied_r_training.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
+from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
 
 from embodied_r_ros.backends import BackendError, load_backend
 from embodied_r_ros.config import ModelConfig, PipelineConfig
@@ -163,7 +163,7 @@ def test_pipeline_names_a_missing_scene_file(tmp_path: Path, tiny_models_dir: Pa
 
 
 def test_prepare_with_ground_truth_perception(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from embodied_r_ros.cli import main
+    from embodied_r_ros.cli.main import main
 
     synth = tmp_path / "synth"
     args = ["--scenes", "1", "--size", "96x72", "--rate", "5", "--duration", "8"]

@@ -8,7 +8,7 @@ from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S, Frame, Pose
 from embodied_r_ros.history import EmptyHistoryError, RobotHistory
 from embodied_r_ros.keyframes import StreamingKeyFrameSelector
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 from embodied_r_ros.windows import Window, WindowError
 
 MS = NS_PER_S // 1000

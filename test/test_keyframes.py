@@ -31,7 +31,7 @@ from embodied_r_ros.keyframes import (
     replay_windows,
     select_keyframes,
 )
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 W, H = 320, 240
 

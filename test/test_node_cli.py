@@ -23,7 +23,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 TYPES = get_typestore(Stores.ROS2_KILTED)
 
@@ -288,7 +288,7 @@ def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_
     from rclpy.action import ActionClient
     from sensor_msgs.msg import Image
 
-    from embodied_r_ros.ros_messages import rgb_image_message
+    from embodied_r_ros.ros.messages import rgb_image_message
 
     node = _node_process(
         tiny_models_dir, "inflight", "/inflight/camera/image_raw",

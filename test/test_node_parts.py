@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import json
 import math
 import os
+import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 
-from embodied_r_ros.ask import load_questions
-from embodied_r_ros.config import ConfigError, NodeConfig
-from embodied_r_ros.frame_loss import SequenceGaps
+from embodied_r_ros.cli.report import (
+    ReportEntry,
+    ReportKeyFrame,
+    entry_from_answer,
+    grade,
+    render_report,
+    write_report,
+)
+from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.node_params import (
+from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.question_file import read_questions
+from embodied_r_ros.ros.frame_loss import SequenceGaps
+from embodied_r_ros.ros.params import (
     SPECS,
     YAML_NODE_KEY,
     check_specs,
@@ -29,8 +40,7 @@ from embodied_r_ros.node_params import (
     default_parameters_yaml,
     parameter_value,
 )
-from embodied_r_ros.pose_history import PoseHistory
-from embodied_r_ros.query_worker import (
+from embodied_r_ros.ros.query_worker import (
     ABANDONED,
     CANCELLED,
     DONE,
@@ -39,14 +49,6 @@ from embodied_r_ros.query_worker import (
     QueryRequest,
     QueryWorker,
     QueueFullError,
-)
-from embodied_r_ros.report import (
-    ReportEntry,
-    ReportKeyFrame,
-    entry_from_answer,
-    grade,
-    render_report,
-    write_report,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +220,7 @@ def test_every_config_field_is_a_described_parameter_with_a_valid_range():
 
 def test_config_yaml_holds_every_default():
     text = (ROOT / "config" / "embodied_r.yaml").read_text()
-    assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.node_params > config/..."
+    assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.ros.params > config/..."
     parameters = yaml.safe_load(text)[YAML_NODE_KEY]["ros__parameters"]
     flat = {}
     for section, values in parameters.items():
@@ -248,6 +250,81 @@ def test_parameter_values_are_typed_and_checked():
         config_from_parameters({"keyframes.min_keyframes": 40})
 
 
+def test_table_ranges_and_choices_are_the_configs_checks_too():
+    # Where the node's range or choices are also the rule for every user, the config checks the table's.
+    with pytest.raises(ConfigError, match=r"^query.queue_length must be in 0\.\.64$"):
+        config_from_parameters({"query.queue_length": 65})
+    with pytest.raises(
+        ConfigError, match=r"^query.max_options must be in 0\.\.26 \(option letters A\.\.Z\)$"
+    ):
+        config_from_parameters({"query.max_options": 27})
+    with pytest.raises(ConfigError, match=r"^query.max_question_chars must be in 1\.\.100000$"):
+        config_from_parameters({"query.max_question_chars": 0})
+    with pytest.raises(
+        ConfigError, match=r"^model dtype must be one of auto, float32, bfloat16, float16, got 'x'$"
+    ):
+        ModelConfig(dtype="x")
+    # The LM section narrows ModelConfig's backends: ground truth is perception only.
+    assert SPECS["vlm.backend"].choices == ("transformers", "openai", "ground_truth")
+    assert SPECS["lm.backend"].choices == ("transformers", "openai")
+    with pytest.raises(ConfigError, match="parameter lm.backend must be one of transformers, openai, got"):
+        config_from_parameters({"lm.backend": "ground_truth"})
+    assert config_from_parameters({"vlm.backend": "ground_truth"}).vlm.backend == "ground_truth"
+
+
+def test_run_flags_come_from_the_parameter_table():
+    from embodied_r_ros.cli import run
+
+    assert {flag: shortcut.parameters for flag, shortcut in run.FLAGS.items()} == {
+        "--camera-topic": ("camera.topic",),
+        "--compressed": ("camera.compressed",),
+        "--odometry-topic": ("odometry.topic",),
+        "--window": ("query.window_s",),
+        "--timeout": ("query.timeout_s",),
+        "--vlm": ("vlm.model",),
+        "--backend": ("vlm.backend", "lm.backend"),
+        "--device": ("vlm.device", "lm.device"),
+        "--dtype": ("vlm.dtype", "lm.dtype"),
+        "--max-new-tokens": ("vlm.max_new_tokens", "lm.max_new_tokens"),
+        "--lm": ("lm.model",),
+    }
+    parser = argparse.ArgumentParser()
+    run.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["run", "--window", "5", "--max-new-tokens", "7", "--compressed", "--backend", "openai"]
+        + [
+            "--vlm",
+            "/m/vlm",
+            "--odometry-topic",
+            "",
+            "--set",
+            "query.queue_length=4",
+            "--set",
+            "lm.model=/m/lm",
+        ]
+    )
+    assert run.parameter_overrides(args) == {
+        "query.window_s": 5.0,
+        "vlm.max_new_tokens": 7,
+        "lm.max_new_tokens": 7,
+        "camera.compressed": True,
+        "vlm.backend": "openai",
+        "lm.backend": "openai",
+        "vlm.model": "/m/vlm",
+        "odometry.topic": "",
+        "query.queue_length": 4,
+        "lm.model": "/m/lm",
+    }
+    assert type(run.parameter_overrides(args)["query.window_s"]) is float
+    assert config_from_parameters(run.parameter_overrides(args)).lm.max_new_tokens == 7
+    # Only values every parameter a flag sets accepts (lm.backend cannot be ground_truth); dtype's choices.
+    for bad in (["--backend", "ground_truth"], ["--dtype", "int8"], ["--max-new-tokens", "many"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["run", *bad])
+    defaults = parser.parse_args(["run"])
+    assert run.parameter_overrides(defaults) == {}
+
+
 # ------------------------------------------------------------------------------------ launch file
 
 
@@ -255,22 +332,69 @@ def _launch_module():
     path = ROOT / "launch" / "embodied_r.launch.py"
     spec = importlib.util.spec_from_file_location("embodied_r_launch", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # imports only os at module level: no launch package needed
+    spec.loader.exec_module(module)  # imports os and embodied_r_ros.config: no launch package needed
     return module, ast.parse(path.read_text())
+
+
+def _declared_launch_arguments(module, monkeypatch):
+    """{name: keywords} of the DeclareLaunchArgument calls that generate_launch_description makes.
+
+    Stand-ins replace the ROS ``launch`` package and the ament index, which these tests do not need.
+    """
+    declared = {}
+
+    def declare(name, **keywords):
+        declared[name] = keywords
+
+    fakes = {name: ModuleType(name) for name in ("launch", "launch.actions", "ament_index_python")}
+    fakes["ament_index_python.packages"] = ModuleType("ament_index_python.packages")
+    fakes["launch"].LaunchDescription = list
+    fakes["launch.actions"].DeclareLaunchArgument = declare
+    fakes["launch.actions"].OpaqueFunction = lambda function: function
+    fakes["ament_index_python.packages"].get_package_share_directory = lambda package: f"/share/{package}"
+    for name, fake in fakes.items():
+        monkeypatch.setitem(sys.modules, name, fake)
+    module.generate_launch_description()
+    return declared
 
 
 def _calls(tree, name):
     return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == name]
 
 
-def test_launch_arguments_map_to_declared_node_parameters():
+def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     module, tree = _launch_module()
-    declared = {call.args[0].value for call in _calls(tree, "DeclareLaunchArgument")}
+    arguments = _declared_launch_arguments(module, monkeypatch)
+    declared = set(arguments)
     assert declared == {"config_file", "namespace", "log_level", *module.ARGUMENT_PARAMETERS}
     assert {"camera_topic", "compressed", "odometry_topic", "vlm", "lm", "device"} <= declared
     parameters = default_parameters()
     for argument, names in module.ARGUMENT_PARAMETERS.items():
         assert names and all(name in parameters for name in names), argument
+    # The arguments come from the parameter table (config.py); these are what users type and read.
+    assert module.ARGUMENT_PARAMETERS == {
+        "camera_topic": ["camera.topic"],
+        "compressed": ["camera.compressed"],
+        "odometry_topic": ["odometry.topic"],
+        "vlm": ["vlm.model"],
+        "device": ["vlm.device", "lm.device"],
+        "lm": ["lm.model"],
+    }
+    keep = "; empty keeps the config file's value"
+    assert {name: arguments[name]["description"] for name in module.ARGUMENT_PARAMETERS} == {
+        "camera_topic": "camera topic (sensor_msgs/Image)" + keep,
+        "compressed": "true: subscribe to <camera_topic>/compressed (CompressedImage)" + keep,
+        "odometry_topic": "nav_msgs/Odometry topic, or none" + keep,
+        "vlm": "VLM: repo id or checkpoint directory" + keep,
+        "lm": "LM: repo id or checkpoint directory" + keep,
+        "device": "both models: auto, cpu, cuda, cuda:N" + keep,
+    }
+    assert all(arguments[name]["default_value"] == "" for name in module.ARGUMENT_PARAMETERS)
+    assert {name: a["choices"] for name, a in arguments.items() if "choices" in a} == {
+        "compressed": ["", "true", "false"]
+    }
+    assert arguments["config_file"]["default_value"] == "/share/embodied_r_ros/config/embodied_r.yaml"
+    assert arguments["log_level"]["default_value"] == "info" and arguments["namespace"]["default_value"] == ""
     # The node the launch file starts is the executable CMake installs, with the YAML this package ships.
     (node,) = _calls(tree, "Node")
     keywords = {k.arg: k.value for k in node.keywords}
@@ -369,28 +493,28 @@ def test_questions_files(tmp_path):
     ]
     jsonl = tmp_path / "questions.jsonl"
     jsonl.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    questions = load_questions(jsonl)
+    questions = read_questions(jsonl)
     assert [q.question for q in questions] == ["Which way?", "How far?"]
-    assert questions[0].options == ["left", "right"] and questions[0].ground_truth == "B"
+    assert questions[0].options == ("left", "right") and questions[0].ground_truth == "B"
     assert (
         questions[0].window_s == 20.0 and questions[0].id == "s0-001" and questions[1].ground_truth == "2.5"
     )
     assert questions[1].window_s == 0.0  # the node's default window, whatever start_s/end_s say
     as_yaml = tmp_path / "questions.yaml"
     as_yaml.write_text(yaml.safe_dump({"questions": lines}))
-    assert [q.question for q in load_questions(as_yaml)] == ["Which way?", "How far?"]
+    assert [q.question for q in read_questions(as_yaml)] == ["Which way?", "How far?"]
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"options": []}\n')
     with pytest.raises(ValueError, match="no 'question'"):
-        load_questions(broken)
+        read_questions(broken)
     with pytest.raises(FileNotFoundError):
-        load_questions(tmp_path / "missing.jsonl")
+        read_questions(tmp_path / "missing.jsonl")
 
 
 def test_answer_message_round_trip_through_ros_messages():
     from embodied_r_ros.answers import answer_from_completion
     from embodied_r_ros.perception import Description
-    from embodied_r_ros.ros_messages import answer_to_message, keyframe_stamps_ns, odometry_pose
+    from embodied_r_ros.ros.messages import answer_to_message, keyframe_stamps_ns, odometry_pose
 
     answer = answer_from_completion("<think>far</think><answer>2.5 m</answer>", "How far?", [])
     answer.keyframe_stamps_ns = [5, NS_PER_S + 7]
@@ -417,7 +541,7 @@ def test_torch_threads_leave_a_core_for_the_camera():
     import torch
 
     from embodied_r_ros.config import ModelConfig
-    from embodied_r_ros.node import set_torch_threads
+    from embodied_r_ros.ros.node import set_torch_threads
 
     before = torch.get_num_threads()
     try:

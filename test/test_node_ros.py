@@ -39,10 +39,10 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.node import EmbodiedRNode, load_pipeline
-from embodied_r_ros.query_worker import QueryRequest
-from embodied_r_ros.ros_messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
+from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
+from embodied_r_ros.ros.query_worker import QueryRequest
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 WAIT_S = 30.0
 
@@ -637,13 +637,13 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
 ):
     """One rule (issue 11): a bag played over DDS into a running node and the same bag through `prepare`'s
     key-frame pass give the same key frames for the same windows, mid-stream ones included."""
-    from embodied_r_training.bag_reader import BagReader, BagTopics
-    from embodied_r_training.prepare import bag_keyframes
+    from embodied_r_training.data.bag_reader import BagReader, BagTopics
+    from embodied_r_training.data.prepare import bag_keyframes
     from test_node_cli import image, write_bag
 
+    from embodied_r_ros.cli.play import play_bag
     from embodied_r_ros.config import KeyFrameConfig
     from embodied_r_ros.keyframes import select_keyframes
-    from embodied_r_ros.play import play_bag
 
     pipeline, gate, config = gated_pipeline
     gate.open()

@@ -13,19 +13,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.bag_reader import BagReader, BagReadError, BagTopics
-from embodied_r_training.description_cache import DescriptionCache
-from embodied_r_training.questions import read_questions, write_questions
-from embodied_r_training.splits import fold_scenes, split_scenes
-from embodied_r_training.synth import SynthConfig, synthesize
+from embodied_r_training.data.bag_reader import BagReader, BagReadError, BagTopics
+from embodied_r_training.data.description_cache import DescriptionCache
+from embodied_r_training.data.splits import fold_scenes, split_scenes
+from embodied_r_training.synth.generate import SynthConfig, synthesize
 from fake_openai import FixedReplyServer
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.frames import Frame
 from embodied_r_ros.keyframes import StreamingKeyFrameSelector
 from embodied_r_ros.perception import parse_descriptions
 from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.question_file import read_questions, write_questions
 from embodied_r_ros.reasoning import reasoning_messages
 
 IMAGE_TOPIC = "/camera/image_raw"
@@ -123,7 +123,7 @@ def node_keyframes(every: list[Frame], start: int, end: int, config=None) -> lis
 def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -> None:
     """Every frame of each bag read with plain rosbags, the node's streaming key-frame rule (the stream from
     the bag's first frame, asked at the window's end) and its prompt builder."""
-    from embodied_r_training.description_cache import cache_key
+    from embodied_r_training.data.description_cache import cache_key
 
     out, cache_dir = prepared
     records = _records(out)
@@ -152,6 +152,39 @@ def test_prompts_equal_the_nodes_prompts_for_the_same_frames(worlds, prepared) -
             assert [{"role": m.role, "content": m.joined_text} for m in messages] == record["prompt"]
 
 
+def test_questions_labelled_by_stamps_alone_give_the_same_records(
+    worlds, prepared, tiny_models_dir, tmp_path
+) -> None:
+    """A user labelling a robot's bag writes the window once, as camera stamps: start_s/end_s are optional."""
+    from dataclasses import replace
+
+    dataset, cache = prepared
+    two = worlds["mcap"].parent / "stamps_only.jsonl"
+    questions = [replace(q, start_s=None, end_s=None) for q in read_questions(worlds["mcap"])[:2]]
+    write_questions(two, questions)
+    assert all("start_s" not in line for line in two.read_text().splitlines())
+    out = tmp_path / "stamps"
+    assert _prepare([two], out, cache, tiny_models_dir / "vlm") == 0
+    made = {r["id"]: r for r in _all_records(out)}
+    before = {r["id"]: r for r in _all_records(dataset)}
+    assert sorted(made) == sorted(q.id for q in questions)
+    for key, record in made.items():
+        for column in ("prompt", "solution", "keyframe_stamps_ns", "start_ns", "end_ns"):
+            assert record[column] == before[key][column], column
+    bad = worlds["mcap"].parent / "no_window.jsonl"
+    write_questions(bad, [replace(questions[0], start_ns=0, end_ns=0), questions[1]])
+    lost = tmp_path / "lost"
+    assert _prepare([bad], lost, cache, tiny_models_dir / "vlm") == 1  # one question failed, named
+    failures = (lost / "failures.jsonl").read_text()
+    assert questions[0].id in failures and "start_ns/end_ns" in failures
+    assert json.loads((lost / "summary.json").read_text())["records"] == 1
+
+
+def _all_records(dataset: Path) -> list[dict]:
+    lines = [line for split in ("train", "val", "test") for line in (dataset / f"{split}.jsonl").open()]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_dir, tmp_path) -> None:
     """A reply cut at 4 new tokens is not reused for a run that asks for 5 (the same settings hit)."""
     _, cache = prepared
@@ -170,7 +203,7 @@ def test_other_generation_settings_miss_the_cache(worlds, prepared, tiny_models_
 def test_one_pass_over_many_windows_gives_each_windows_key_frames(worlds, monkeypatch, indexed) -> None:
     """bag_keyframes (one read) == the node's answer for each window after the stream from the bag's
     first frame, reading by the bag's index (only the candidates) and without it (every image message)."""
-    from embodied_r_training.prepare import bag_keyframes
+    from embodied_r_training.data.prepare import bag_keyframes
 
     from embodied_r_ros.config import KeyFrameConfig
 
@@ -252,7 +285,7 @@ def test_missing_topic_names_the_topics_the_bag_has(worlds) -> None:
 def test_kill_mid_run_loses_at_most_the_batch_in_flight(worlds, tiny_models_dir, tmp_path) -> None:
     cache = tmp_path / "cache"
     command = [
-        sys.executable, "-m", "embodied_r_ros.cli", "prepare", str(worlds["mcap"]), "--out",
+        sys.executable, "-m", "embodied_r_ros.cli.main", "prepare", str(worlds["mcap"]), "--out",
         str(tmp_path / "ds"), "--cache", str(cache), "--vlm", str(tiny_models_dir / "vlm"), "--device", "cpu",
         "--max-new-tokens", "4", "--batch-size", "1", "--no-progress",
     ]  # fmt: skip
@@ -331,3 +364,29 @@ def test_max_keyframes_caps_every_record_keeping_first_and_last(worlds, prepared
         assert len(stamps) == min(4, len(full[key])) and set(stamps) <= set(full[key])
         assert (stamps[0], stamps[-1]) == (full[key][0], full[key][-1])
     assert main([*args, "--max-keyframes", "1", "--no-progress"]) == 2  # below min_keyframes: one clear error
+
+
+def test_the_bag_index_rosbags_hides_is_still_reachable(worlds) -> None:
+    """rosbag_index reads rosbags' private reader state (rosbags 0.11.9). If a rosbags release moves it,
+    BagReader silently falls back to reading whole chunks: this test makes that change loud instead."""
+    from embodied_r_training.data.rosbag_index import channel_id, mcap_index, sqlite_stamps
+    from rosbags.rosbag2 import Reader
+
+    for storage in ("mcap", "sqlite3"):
+        bag = worlds[storage].parent / read_questions(worlds[storage])[0].bag
+        images = [stamp_ns(m) for _, m in read_bag(bag).messages[IMAGE_TOPIC]]
+        with Reader(bag) as reader:
+            channel = channel_id(reader, IMAGE_TOPIC)
+            assert channel is not None, f"rosbags no longer exposes the {storage} file's connections"
+            if storage == "mcap":
+                index = mcap_index(reader, bag)
+                assert index is not None and index.readable, "rosbags no longer exposes the mcap chunk index"
+                entries = index.entries(channel)
+                assert entries is not None and len(entries) == len(images)
+                raw = index.read(entries[0][1])  # one record, read directly: the first image message
+                image = next(raw for c, _, raw in reader.messages() if c.topic == IMAGE_TOPIC)
+                assert raw == image
+            else:
+                assert mcap_index(reader, bag) is None
+                stamps = sqlite_stamps(reader, IMAGE_TOPIC)
+                assert stamps is not None and len(stamps) == len(images)

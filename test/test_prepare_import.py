@@ -8,10 +8,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pandas as pd
-from embodied_r_training.bag_reader import BagReader
-from embodied_r_training.questions import read_questions
+from embodied_r_training.data.bag_reader import BagReader
 
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
+from embodied_r_ros.question_file import read_questions
 
 
 def _write_video(path: Path, frames: int = 24, fps: float = 8.0, seed: int = 0) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from embodied_r_training.rewards import (
+from embodied_r_training.rl.rewards import (
     REFERENCE_PROMPT_VERSION,
     ConsistencyConfig,
     ConsistencyReward,
@@ -20,7 +20,7 @@ from embodied_r_training.rewards import (
     completion_text,
     format_reward,
 )
-from embodied_r_training.schedule import (
+from embodied_r_training.rl.schedule import (
     PAPER_STAGES,
     RewardSchedule,
     RewardWeights,
@@ -404,7 +404,7 @@ def test_staged_total_by_epoch_logs_every_reward(caplog: pytest.LogCaptureFixtur
     fmt, acc = [1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]  # 2.1 vs 2.0 is 5 % off: MRA 1.0
     metrics: list[tuple[str, float]] = []
 
-    with caplog.at_level(logging.INFO, logger="embodied_r_training.rewards"):
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.rewards"):
         early = total(
             **batch, trainer_state=TrainerState(epoch=1.5), log_metric=lambda k, v: metrics.append((k, v))
         )
@@ -419,7 +419,7 @@ def test_staged_total_by_epoch_logs_every_reward(caplog: pytest.LogCaptureFixtur
     assert [v for k, v in metrics if k.startswith("weight/")] == pytest.approx([0.7, 0.3, 0.0])
 
     metrics.clear()
-    with caplog.at_level(logging.INFO, logger="embodied_r_training.rewards"):
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.rewards"):
         late = total(
             **batch, trainer_state=TrainerState(epoch=4.0), log_metric=lambda k, v: metrics.append((k, v))
         )

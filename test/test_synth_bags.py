@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.bag_writer import (
+from embodied_r_training.synth.bag_writer import (
     COMPRESSED_TOPIC,
     IMAGE_TOPIC,
     INFO_TOPIC,
@@ -19,14 +19,14 @@ from embodied_r_training.bag_writer import (
     BagOptions,
     SceneBagWriter,
 )
-from embodied_r_training.questions import bag_path, read_questions
-from embodied_r_training.render import CameraModel, Renderer
-from embodied_r_training.synth import SynthConfig, synthesize
-from embodied_r_training.trajectory import Trajectory
-from embodied_r_training.world import World
+from embodied_r_training.synth.generate import SynthConfig, synthesize
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import Trajectory
+from embodied_r_training.synth.world import World
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.question_file import bag_path, read_questions
 
 W, H = 128, 96
 RATE = 5.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from embodied_r_ros.cli import build_parser, main
+from embodied_r_ros.cli.main import build_parser, main
 
 
 def test_synth_command_writes_bags_questions_and_a_preview(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from embodied_r_training.bag_writer import IMAGE_TOPIC, ODOM_TOPIC, SceneBagWriter
-from embodied_r_training.render import CameraModel, Renderer
-from embodied_r_training.trajectory import PAUSE, TURN, Segment, StartState, Trajectory
-from embodied_r_training.world import generate_world
+from embodied_r_training.synth.bag_writer import IMAGE_TOPIC, ODOM_TOPIC, SceneBagWriter
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import PAUSE, TURN, Segment, StartState, Trajectory
+from embodied_r_training.synth.world import generate_world
 from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.config import KeyFrameConfig

@@ -8,28 +8,24 @@ import math
 
 import numpy as np
 import pytest
-from embodied_r_training.questions import (
+from embodied_r_training.synth.questions import (
     LETTERS,
-    MC,
-    NUMERIC,
     TASKS,
-    Question,
     QuestionConfig,
-    bag_path,
     closest_object,
     direction_angle,
     generate_questions,
     object_distance,
-    read_questions,
     relative_direction,
     route_turns,
     turn_label,
-    write_questions,
 )
-from embodied_r_training.render import CameraModel, Renderer
-from embodied_r_training.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
-from embodied_r_training.visibility import Visibility, VisibilityRecorder
-from embodied_r_training.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
+from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
+from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
+
+from embodied_r_ros.question_file import MC, NUMERIC, Question, bag_path, read_questions, write_questions
 
 PIXELS = 160 * 120
 
@@ -299,7 +295,7 @@ def test_questions_are_reproducible_and_round_trip(tmp_path) -> None:
     assert bag_path(path, a[0]) == tmp_path / "bag"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: .*lacks"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: .*no 'question'"):
         read_questions(bad)
 
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from embodied_r_training.render import CameraModel, Renderer
-from embodied_r_training.trajectory import plan_trajectory, quaternion_from_yaw_pitch
-from embodied_r_training.world import (
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import plan_trajectory, quaternion_from_yaw_pitch
+from embodied_r_training.synth.world import (
     BOX,
     CYLINDER,
     INDOOR,

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from embodied_r_training.trajectory import (
+from embodied_r_training.synth.trajectory import (
     CLIMB,
     PAUSE,
     TILT,
@@ -18,7 +18,7 @@ from embodied_r_training.trajectory import (
     plan_flight,
     plan_walk,
 )
-from embodied_r_training.world import OBJECT_CLEARANCE_M, generate_world
+from embodied_r_training.synth.world import OBJECT_CLEARANCE_M, generate_world
 
 from embodied_r_ros.ego_motion import ego_motion, quaternion_to_matrix
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embodied_r_ros.backends.tiny_models import (
+from embodied_r_ros.cli.main import main
+from embodied_r_ros.testing.tiny_models import (
     ACTIONS,
     MARKER,
     REASONING_TOKENS,
@@ -16,7 +17,6 @@ from embodied_r_ros.backends.tiny_models import (
     build_tiny_models,
     tiny_models_complete,
 )
-from embodied_r_ros.cli import main
 
 
 def _hashes(root: Path) -> dict[str, str]:

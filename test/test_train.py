@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from embodied_r_training.rewards import StagedReward
-from embodied_r_training.schedule import RewardSchedule
-from embodied_r_training.train import (
+from embodied_r_training.rl.rewards import StagedReward
+from embodied_r_training.rl.schedule import RewardSchedule
+from embodied_r_training.rl.train import (
     NODE_PARAMS,
     PolicyReference,
     build_trainer,
@@ -21,7 +21,7 @@ from embodied_r_training.train import (
     run_warm_start,
     train,
 )
-from embodied_r_training.train_config import (
+from embodied_r_training.rl.train_config import (
     build_train_config,
     check_batch_shape,
     load_train_config,
@@ -31,11 +31,11 @@ from transformers import TrainerCallback
 from embodied_r_ros.backends import load_backend
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
-from embodied_r_ros.cli import main
+from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import ConfigError, ModelConfig
-from embodied_r_ros.node_params import config_from_parameters
 from embodied_r_ros.pipeline import EmbodiedR
-from embodied_r_ros.synthetic_clip import synthetic_clip
+from embodied_r_ros.ros.params import config_from_parameters
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
 
@@ -271,14 +271,19 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
     trainer.train()
     config = ModelConfig(model="policy", device="cpu")
     requests = _messages("Which object did I pass first?")
-    with reference._model() as model:
-        with_adapter_off = TransformersBackend.from_model(config, model, trainer.processing_class)
-        reference_logits = with_adapter_off.first_step_logits(requests)
+    with reference._model() as (model, adapter_off):
+        assert adapter_off  # LoRA: the starting weights are the policy's own with the adapter off
+        with model.disable_adapter():
+            with_adapter_off = TransformersBackend.from_model(config, model, trainer.processing_class)
+            reference_logits = with_adapter_off.first_step_logits(requests)
     policy_logits = TransformersBackend.from_model(config, trainer.model, trainer.processing_class)
     trained_logits = policy_logits.first_step_logits(requests)
     base = load_backend(ModelConfig(model=str(warm_lm), device="cpu", dtype="float32"), vision=False)
     try:
         torch.testing.assert_close(reference_logits, base.first_step_logits(requests), rtol=1e-4, atol=1e-5)
+        # What the consistency reward gets (generate, through AdapterOff) is the base model's answer.
+        greedy = {"max_new_tokens": 8, "temperature": 0.0}
+        assert reference.generate(requests, **greedy) == base.generate(requests, **greedy)
     finally:
         base.close()
     assert not torch.allclose(trained_logits, reference_logits, atol=1e-4)  # the adapter did train
@@ -349,7 +354,7 @@ def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, 
 
 def test_shuffled_warm_start_answers_carry_no_information() -> None:
     from datasets import Dataset
-    from embodied_r_training.warm_start import shuffled_answers, warm_start_rows
+    from embodied_r_training.rl.warm_start import shuffled_answers, warm_start_rows
 
     mc = [{"task": "route", "solution": "B", "options": ["a", "b", "c"]} for _ in range(300)]
     numeric = [{"task": t, "solution": f"{t}{i}", "options": []} for t in ("size", "count") for i in range(5)]
@@ -378,7 +383,7 @@ def test_masked_warm_start_teaches_the_tags_but_not_the_answer(
     tiny_models_dir: Path, tiny_dataset: Path, tmp_path: Path
 ) -> None:
     from datasets import Dataset
-    from embodied_r_training.warm_start import answer_masked_rows, warm_start_rows
+    from embodied_r_training.rl.warm_start import answer_masked_rows, warm_start_rows
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")

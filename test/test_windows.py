@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from embodied_r_ros.ask import load_questions, parse_stamp
+from embodied_r_ros.cli.ask import parse_stamp
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.question_file import read_questions
 from embodied_r_ros.windows import Window, WindowError
 
 T0 = 1_700_000_000 * NS_PER_S
@@ -63,9 +64,9 @@ def test_ask_reads_stamps_as_seconds_or_iso_times(tmp_path) -> None:
         {"question": "How far did I walk?", "window_s": 5},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    first, second = load_questions(path)
+    first, second = read_questions(path)
     assert (first.start_ns, first.end_ns, first.window_s) == (T0, T0 + NS_PER_S, 0.0)
     assert (second.start_ns, second.end_ns, second.window_s) == (0, 0, 5.0)
     path.write_text(json.dumps({"question": "q", "start_ns": "soon"}) + "\n")
-    with pytest.raises(ValueError, match="entry 1: window_s, start_ns and end_ns must be numbers"):
-        load_questions(path)
+    with pytest.raises(ValueError, match=r"questions.jsonl:1: window_s, start_ns, end_ns.* must be numbers"):
+        read_questions(path)

@@ -31,7 +31,6 @@ __all__ = [
     "PromptTooLongError",
     "OpenAIBackend",
     "TransformersBackend",
-    "build_tiny_models",
     "load_backend",
     "resolve_model_dir",
 ]
@@ -66,8 +65,4 @@ def __getattr__(name: str) -> Any:
         from .transformers_backend import TransformersBackend
 
         return TransformersBackend
-    if name == "build_tiny_models":
-        from .tiny_models import build_tiny_models
-
-        return build_tiny_models
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

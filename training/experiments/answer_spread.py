@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from embodied_r_training.warm_start import target_completion
+from embodied_r_training.rl.warm_start import target_completion
 
 from embodied_r_ros.prompts import OPTION_LETTERS
 
@@ -93,7 +93,7 @@ def spread(model_dir: Path, rows: list[dict[str, Any]], group: int) -> dict[str,
 
 def debiased_right(scores: list[list[float]], solutions: list[str]) -> dict[str, float] | None:
     """Share of questions whose most likely letter, after removing the letter prior, is the solution."""
-    from embodied_r_training.stats import bootstrap_ci
+    from embodied_r_training.eval.stats import bootstrap_ci
 
     prior: dict[int, list[float]] = {}
     for row in scores:
@@ -120,7 +120,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from embodied_r_training.prepare import read_split
+    from embodied_r_training.data.schema import read_split
 
     dataset = read_split(args.data, args.split, ("prompt", "solution", "options"), "answer_spread")
     rows = [row for row in dataset if row["options"]]

@@ -6,17 +6,17 @@ One command, CPU only, a few minutes on 2 cores:
 
 1. Data: ``embodied-r synth`` (a few small scenes) + ``embodied-r prepare`` with the tiny VLM, exactly as a
    user builds a data set (reused when ``OUT/data`` already holds one).
-2. A SHORT supervised warm start (:mod:`embodied_r_training.warm_start`, few steps): afterwards the LM
+2. A SHORT supervised warm start (:mod:`embodied_r_training.rl.warm_start`, few steps): afterwards the LM
    writes ``<think>..</think><answer>..</answer>`` only some of the time at temperature 1, so the format
    reward varies within a group and GRPO has something to push on (a random LM scores 0 everywhere: no
    advantage at all).
-3. GRPO with :func:`embodied_r_training.train.train` (TRL's GRPOTrainer, our StagedReward) from the warm
+3. GRPO with :func:`embodied_r_training.rl.train.train` (TRL's GRPOTrainer, our StagedReward) from the warm
    start, weights format:accuracy:consistency 7:3:0 (the paper's first stage).
 4. Baseline, same run: the same GRPO steps from the same warm start with learning rate 0, so sampling noise
    and the reward code are identical and only the updates are missing.
 
 Writes ``OUT/learn_tiny.json`` (format reward mean over the first and last 10 steps for both runs, settings,
-times), ``OUT/grpo/plots/{rewards,length}.png`` (:func:`~embodied_r_training.plots.plot_training_curves`)
+times), ``OUT/grpo/plots/{rewards,length}.png`` (:func:`~embodied_r_training.eval.plots.plot_training_curves`)
 and one summary figure (``--figure``): per-step format, accuracy and total reward with moving averages,
 GRPO against the baseline. The tiny model learns the answer FORMAT, not spatial reasoning: accuracy stays
 at chance.
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from embodied_r_training.plots import plot_training_curves
-from embodied_r_training.synthetic_dataset import build_synthetic_dataset
-from embodied_r_training.train import run_warm_start, train
-from embodied_r_training.train_config import TrainConfig, build_train_config
+from embodied_r_training.eval.plots import plot_training_curves
+from embodied_r_training.rl.train import run_warm_start, train
+from embodied_r_training.rl.train_config import TrainConfig, build_train_config
+from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 
-from embodied_r_ros.backends.tiny_models import LM_SUBDIR, VLM_SUBDIR, ensure_tiny_models
+from embodied_r_ros.testing.tiny_models import LM_SUBDIR, VLM_SUBDIR, ensure_tiny_models
 
 logger = logging.getLogger("learn_tiny")
 

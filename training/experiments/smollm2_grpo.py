@@ -74,7 +74,7 @@ LABELS = {
 
 def cli(args: list[str]) -> None:
     """Run one ``embodied-r`` command in-process (the users' code path); a failure stops the experiment."""
-    from embodied_r_ros.cli import main
+    from embodied_r_ros.cli.main import main
 
     logger.info("embodied-r %s", " ".join(args))
     status = main(args)
@@ -272,8 +272,8 @@ def train_runs(
 ) -> dict[str, Path]:
     """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor"), those
     ``needed(name)`` says are (a run whose evaluations were all restored is not); returns run name -> dir."""
-    from embodied_r_training.train import NODE_PARAMS, train
-    from embodied_r_training.train_config import load_train_config
+    from embodied_r_training.rl.train import NODE_PARAMS, train
+    from embodied_r_training.rl.train_config import load_train_config
 
     base = load_train_config(args.config)
     runs: dict[str, Path] = {}
@@ -301,7 +301,7 @@ def train_runs(
 
 def systems(args: argparse.Namespace, env: str) -> dict[str, list[str]]:
     """The eval arguments of each system trained on ``env`` (plus chance/untrained for "all")."""
-    from embodied_r_training.warm_start import WARM_START_DIR
+    from embodied_r_training.rl.warm_start import WARM_START_DIR
 
     runs = args.out.resolve() / "runs"
     grpo, sft = runs / f"grpo_{env}", runs / f"sft_{env}"
@@ -347,7 +347,7 @@ def evaluate(
 
 def grpo_log(run_dir: Path, kept: KeptResults) -> list[dict[str, Any]]:
     """The GRPO run's log history (for the curves): from its checkpoints, or kept (``log_history.json``)."""
-    from embodied_r_training.plots import load_log_history
+    from embodied_r_training.eval.plots import load_log_history
 
     name, log = run_dir.name, run_dir / "log_history.json"
     if not kept.restore("runs", name, ("log_history.json",)):
@@ -366,7 +366,7 @@ def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
     anywhere in it, :func:`extract_choice`'s rules). The tables score as the node does (answer tags only);
     this shows how much of a model's score is the format, e.g. for the untrained LM, which rarely writes
     the tags. None for systems that generate nothing (chance)."""
-    from embodied_r_training.stats import bootstrap_ci
+    from embodied_r_training.eval.stats import bootstrap_ci
 
     from embodied_r_ros.answers import extract_choice, parse_completion
 
@@ -393,8 +393,8 @@ def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
 
 def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
     """In- vs out-of-distribution multiple-choice accuracy of SFT and GRPO, with bootstrap intervals."""
-    from embodied_r_training.compare import load_run, percent_with_ci
-    from embodied_r_training.stats import bootstrap_ci
+    from embodied_r_training.eval.compare import load_run, percent_with_ci
+    from embodied_r_training.eval.stats import bootstrap_ci
 
     rows = []
     for (method, train_env, test_env), path in sorted(results.items()):
@@ -472,9 +472,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     import torch
-    from embodied_r_training.compare import compare, load_run, write_comparison
-    from embodied_r_training.plots import plot_training_curves
-    from embodied_r_training.train_config import load_train_config
+    from embodied_r_training.eval.compare import compare, load_run, write_comparison
+    from embodied_r_training.eval.plots import plot_training_curves
+    from embodied_r_training.rl.train_config import load_train_config
 
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

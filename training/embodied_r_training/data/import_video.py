@@ -38,11 +38,11 @@ import numpy as np
 from tqdm import tqdm
 
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
 
-from .bag_writer import BagOptions, SceneBagWriter
-from .questions import MC, NUMERIC, Question, write_questions
-from .render import CameraModel
-from .synth import BAG_DIR, DEFAULT_START_S
+from ..synth.bag_writer import BagOptions, SceneBagWriter
+from ..synth.generate import BAG_DIR, DEFAULT_START_S
+from ..synth.render import CameraModel
 
 logger = logging.getLogger(__name__)
 

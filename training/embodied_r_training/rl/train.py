@@ -66,7 +66,7 @@ def resolve_policy(model: str) -> Path:
     from embodied_r_ros.backends.loading import resolve_model_dir
 
     if model == "tiny":
-        from embodied_r_ros.backends.tiny_models import LM_SUBDIR, ensure_tiny_models
+        from embodied_r_ros.testing.tiny_models import LM_SUBDIR, ensure_tiny_models
 
         return ensure_tiny_models() / LM_SUBDIR
     return resolve_model_dir(model)
@@ -75,11 +75,11 @@ def resolve_policy(model: str) -> Path:
 def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
     """One split of the data set as a ``datasets.Dataset``, checked and with over-long prompts left out.
 
-    Reads ``<data.path>/<split>.parquet`` or ``.jsonl`` (:func:`.prepare.read_split`: missing columns
+    Reads ``<data.path>/<split>.parquet`` or ``.jsonl`` (:func:`..data.schema.read_split`: missing columns
     raise :class:`ConfigError` naming them). Prompts longer than ``data.max_prompt_tokens`` (chat template
     applied) are dropped and counted: truncating one would cut key-frame descriptions out of the evidence.
     """
-    from .prepare import read_split
+    from ..data.schema import read_split
 
     root = Path(config.data.path)
     if not config.data.path or not root.is_dir():
@@ -183,7 +183,8 @@ class PolicyReference:
         return self.trainer is not None and self.trainer.accelerator.num_processes > 1
 
     @contextlib.contextmanager
-    def _model(self) -> Iterator[Any]:
+    def _model(self) -> Iterator[tuple[Any, bool]]:
+        """The unwrapped model to generate with, and whether its LoRA adapter must be turned off."""
         from trl.models.utils import unwrap_model_for_generation
 
         trainer = self.trainer
@@ -191,11 +192,10 @@ class PolicyReference:
             raise RuntimeError("PolicyReference.bind(trainer) must be called before generate")
         if getattr(trainer, "ref_model", None) is not None:
             with unwrap_model_for_generation(trainer.ref_model, trainer.accelerator) as model:
-                yield model
+                yield model, False
             return
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
-            with model.disable_adapter():
-                yield model
+            yield model, True
 
     def generate(
         self,
@@ -205,15 +205,16 @@ class PolicyReference:
         temperature: float | None = None,
     ) -> list[str]:
         """One reply per request from the starting weights (one batched ``generate``)."""
+        from embodied_r_ros.backends.adapter_off import AdapterOff
         from embodied_r_ros.backends.transformers_backend import TransformersBackend
 
         self.calls += 1
-        with self._model() as model:
+        with self._model() as (model, lora):
             if self._backend is None or self._backend.model is not model:
                 self._backend = TransformersBackend.from_model(
                     self.config, model, self.trainer.processing_class
                 )
-            backend = self._backend
+            backend = AdapterOff(self._backend) if lora else self._backend
             was_training = model.training
             model.eval()
             try:
@@ -462,7 +463,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Train the reasoning LM with GRPO and the paper's staged format/accuracy/consistency rewards. "
             "Configs live in training/configs/ (embodied_r.yaml: the paper's settings; cpu_smoke.yaml: a "
             "few CPU steps of the tiny model). Multi-GPU: accelerate launch --config_file "
-            "training/configs/accelerate_zero3.yaml -m embodied_r_training.train --config ..."
+            "training/configs/accelerate_zero3.yaml -m embodied_r_training.rl.train --config ..."
         ),
     )
     add_arguments(parser)
@@ -496,9 +497,9 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m embodied_r_training.train`` (what ``accelerate launch -m`` runs on every GPU)."""
+    """``python -m embodied_r_training.rl.train`` (what ``accelerate launch -m`` runs on every GPU)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="embodied_r_training.train", description="GRPO training")
+    parser = argparse.ArgumentParser(prog="embodied_r_training.rl.train", description="GRPO training")
     add_arguments(parser)
     try:
         return run_train_command(parser.parse_args(argv))

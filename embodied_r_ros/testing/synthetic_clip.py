@@ -11,7 +11,7 @@ import math
 import cv2
 import numpy as np
 
-from .frames import NS_PER_S, Clip, Frame, Pose
+from ..frames import NS_PER_S, Clip, Frame, Pose
 
 # Panorama pixels per degree of yaw: 360 deg span the whole panorama width.
 _PANORAMA_WIDTH = 3600

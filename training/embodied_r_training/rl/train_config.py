@@ -333,5 +333,6 @@ def check_batch_shape(config: TrainConfig, processes: int | None = None) -> int:
 
 def required_columns(config: TrainConfig) -> tuple[str, ...]:
     """The data-set columns training reads (the consistency reward adds question and options)."""
-    base = ("prompt", "solution")
-    return (*base, "question", "options") if config.weights_consistency else base
+    from ..data.schema import CONSISTENCY, TRAINING
+
+    return (*TRAINING, *CONSISTENCY) if config.weights_consistency else TRAINING

@@ -17,15 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# Flag -> parameter, for the settings a user changes most.
-FLAG_PARAMETERS = {
-    "camera_topic": "camera.topic",
-    "compressed": "camera.compressed",
-    "odometry_topic": "odometry.topic",
-    "window": "query.window_s",
-    "timeout": "query.timeout_s",
-}
-MODEL_FLAGS = ("device", "dtype", "max_new_tokens", "backend")
+from ..config import ConfigError, Shortcut, shortcuts
+
+# The flags for the settings a user changes most ({"--vlm": ..., "--device": ...}), each setting one or
+# more parameters; they are declared with the parameters, in config.py (param(..., flag=...)).
+FLAGS: dict[str, Shortcut] = shortcuts("flag")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="start the embodied_r ROS 2 node")
     parser.set_defaults(func=run_node)
     parser.add_argument("--params-file", type=Path, action="append", default=[], help="ROS parameters YAML")
-    parser.add_argument("--vlm", help="VLM repo id or directory (parameter vlm.model)")
-    parser.add_argument("--lm", help="LM repo id or directory (parameter lm.model)")
+    for flag in FLAGS.values():
+        _add_parameter_flag(parser, flag)
     parser.add_argument(
         "--tiny-models",
         nargs="?",
@@ -43,17 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="use the tiny random-weight smoke models (built in DIR, default $EMBODIED_R_TINY_MODELS)",
     )
-    parser.add_argument("--device", help="both models: auto, cpu, cuda, cuda:N")
-    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], help="both models")
-    parser.add_argument("--backend", choices=["transformers", "openai"], help="both models")
-    parser.add_argument("--max-new-tokens", type=int, help="both models")
-    parser.add_argument("--camera-topic", help="camera topic (parameter camera.topic)")
-    parser.add_argument(
-        "--compressed", action="store_const", const=True, help="the camera publishes CompressedImage"
-    )
-    parser.add_argument("--odometry-topic", help="nav_msgs/Odometry topic; '' turns odometry off")
-    parser.add_argument("--window", type=float, help="default question window, seconds (query.window_s)")
-    parser.add_argument("--timeout", type=float, help="question timeout, seconds (query.timeout_s)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="any parameter: query.queue_length=4"
     )
@@ -68,27 +53,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
+def _dest(flag: Shortcut) -> str:
+    return flag.name.removeprefix("--").replace("-", "_")
+
+
+def _add_parameter_flag(parser: argparse.ArgumentParser, flag: Shortcut) -> None:
+    """A flag typed like its parameters, with the values they all accept; a boolean one turns them on."""
+    if flag.kind is bool:
+        parser.add_argument(flag.name, dest=_dest(flag), action="store_const", const=True, help=flag.help)
+    else:
+        choices = list(flag.choices) or None
+        parser.add_argument(flag.name, dest=_dest(flag), type=flag.kind, choices=choices, help=flag.help)
+
+
 def parameter_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The parameters the flags set, typed; raises ConfigError for unknown names or bad values."""
-    from .config import ConfigError
-    from .node_params import default_parameters, parameter_value
+    """The parameters the flags set, typed; raises ConfigError for unknown names or bad values.
+
+    Later sources win: ``--tiny-models``, then the parameter flags, then ``--set``.
+    """
+    from ..ros.params import parameter_value
 
     overrides: dict[str, Any] = {}
     if args.tiny_models is not None:
-        from .backends.tiny_models import ensure_tiny_models
+        from ..testing.tiny_models import ensure_tiny_models
 
         models = ensure_tiny_models(Path(args.tiny_models) if args.tiny_models else None)
         overrides.update({"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm")})
-    for role in ("vlm", "lm"):
-        if getattr(args, role):
-            overrides[f"{role}.model"] = getattr(args, role)
-        for flag in MODEL_FLAGS:
-            if getattr(args, flag) is not None:
-                overrides[f"{role}.{flag}"] = getattr(args, flag)
-    for flag, name in FLAG_PARAMETERS.items():
-        value = getattr(args, flag)
+    for flag in FLAGS.values():
+        value = getattr(args, _dest(flag))
         if value is not None:
-            overrides[name] = float(value) if isinstance(default_parameters()[name], float) else value
+            overrides.update(dict.fromkeys(flag.parameters, value))
     for item in args.set:
         name, sep, text = item.partition("=")
         if not sep:
@@ -102,8 +96,6 @@ def ros_arguments(args: argparse.Namespace, overlay: Path | None) -> list[str]:
     ros = ["--ros-args"]
     for path in args.params_file:
         if not path.is_file():
-            from .config import ConfigError
-
             raise ConfigError(f"parameters file {path} does not exist")
         ros += ["--params-file", str(path)]
     if overlay is not None:
@@ -119,7 +111,7 @@ def run_node(args: argparse.Namespace) -> int:
     """Start the node with the flags as parameters; returns its exit code."""
     import yaml
 
-    from .node import main
+    from ..ros.node import main
 
     overrides = parameter_overrides(args)
     with tempfile.TemporaryDirectory(prefix="embodied_r_run_") as tmp:

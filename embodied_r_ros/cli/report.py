@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
-from .answers import extract_choice, extract_number, mean_relative_accuracy
-from .frames import NS_PER_S
+from ..answers import extract_choice, extract_number, mean_relative_accuracy
+from ..frames import NS_PER_S
 
 THUMBNAIL_SIDE = 320
 

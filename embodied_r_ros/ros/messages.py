@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .answers import Answer
-from .frames import NS_PER_S, Pose
-from .image_conversion import rgb8_fields
+from ..answers import Answer
+from ..frames import NS_PER_S, Pose
+from ..image_conversion import rgb8_fields
 
 
 def stamp_to_ns(stamp: Any) -> int:

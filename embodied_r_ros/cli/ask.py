@@ -6,12 +6,13 @@
 
 Uses the node's ``~/ask`` service (or, with ``--action``, its ``~/answer`` action, printing the stages as
 they come). Prints the answer, the reasoning and the key-frame stamps. ``--questions`` reads a file of
-questions (JSON lines, a JSON list or YAML; keys ``question``, optional ``options``, ``answer`` or
-``ground_truth``, ``window_s``, ``start_ns``/``end_ns`` (camera stamps), ``id``: the lines ``embodied-r
-synth`` writes work as they are, each asked about its own interval of the bag) and prints each answer next
-to its ground truth. ``--start``/``--end`` ask about an interval of camera time (seconds since the epoch,
-as in the images' stamps, or an ISO 8601 time) instead of the last ``--window`` seconds. ``--report``
-collects the key frames the node publishes on ``~/keyframes`` and writes the HTML report.
+questions (:mod:`embodied_r_ros.question_file`: JSON lines, a JSON list or YAML; keys ``question``, optional
+``options``, ``answer`` or ``ground_truth``, ``window_s``, ``start_ns``/``end_ns`` (camera stamps), ``id``:
+the lines ``embodied-r synth`` writes work as they are, each asked about its own interval of the bag) and
+prints each answer next to its ground truth. ``--start``/``--end`` ask about an interval of camera time
+(seconds since the epoch, as in the images' stamps, or an ISO 8601 time) instead of the last ``--window``
+seconds. ``--report`` collects the key frames the node publishes on ``~/keyframes`` and writes the HTML
+report.
 
 Exit code: 0 when every question was answered, 1 when one was not (busy, timeout, no frames ...), 2 when
 no node answers.
@@ -32,23 +33,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..question_file import Question, read_questions
+
 DEFAULT_NODE = "/embodied_r"
 # The node publishes an answer's key frames before it answers, but on a loaded machine they can arrive
 # seconds later; the wait ends as soon as all are there.
 IMAGE_WAIT_S = 20.0
-
-
-@dataclass
-class Question:
-    """One question to ask, with its ground truth when known."""
-
-    question: str
-    options: list[str] = field(default_factory=list)
-    ground_truth: str | None = None
-    window_s: float = 0.0
-    id: str = ""
-    start_ns: int = 0  # an interval of camera time (0 = unset): see embodied_r_ros.windows
-    end_ns: int = 0
 
 
 @dataclass
@@ -64,49 +54,6 @@ class AskResult:
 
 class NodeNotFoundError(RuntimeError):
     """No embodied_r node answers on the expected service or action."""
-
-
-def load_questions(path: str | Path) -> list[Question]:
-    """Questions from a JSON-lines, JSON or YAML file (see the module docstring)."""
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"questions file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".jsonl":
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            loaded = yaml.safe_load(text)  # YAML reads JSON too
-            records = loaded if isinstance(loaded, list) else (loaded or {}).get("questions", [])
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path} is not JSON lines, JSON or YAML: {exc}") from None
-    questions = []
-    for number, record in enumerate(records, 1):
-        if not isinstance(record, dict) or not str(record.get("question", "")).strip():
-            raise ValueError(f"{path}: entry {number} has no 'question'")
-        truth = record.get("ground_truth", record.get("answer"))
-        # start_ns/end_ns are camera stamps (synth writes them); start_s/end_s count from a bag's start,
-        # which the node does not know, so they are not used.
-        try:
-            window_s = float(record.get("window_s", 0.0) or 0.0)
-            start_ns, end_ns = int(record.get("start_ns", 0) or 0), int(record.get("end_ns", 0) or 0)
-        except (TypeError, ValueError) as exc:
-            message = f"{path}: entry {number}: window_s, start_ns and end_ns must be numbers ({exc})"
-            raise ValueError(message) from None
-        questions.append(
-            Question(
-                question=str(record["question"]),
-                options=[str(o) for o in record.get("options") or []],
-                ground_truth=None if truth is None else str(truth),
-                window_s=window_s,
-                id=str(record.get("id", "")),
-                start_ns=start_ns,
-                end_ns=end_ns,
-            )
-        )
-    return questions
 
 
 class SpatialClient:
@@ -140,8 +87,8 @@ class SpatialClient:
         self._thread.start()
 
     def _on_keyframe(self, message: Any) -> None:
-        from .image_conversion import ImageConversionError, image_to_rgb
-        from .ros_messages import stamp_to_ns
+        from ..image_conversion import ImageConversionError, image_to_rgb
+        from ..ros.messages import stamp_to_ns
 
         try:
             image = np.array(image_to_rgb(message))  # own the pixels (the message buffer goes away)
@@ -179,7 +126,7 @@ class SpatialClient:
     ) -> AskResult:
         """Ask one question; waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
         more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset."""
-        from .ros_messages import keyframe_stamps_ns, ns_to_time
+        from ..ros.messages import keyframe_stamps_ns, ns_to_time
 
         fields = {
             "question": question,
@@ -262,7 +209,7 @@ def _wait(future: Any, timeout_s: float) -> bool:
 
 def describe(result: AskResult, question: Question, score: float | None) -> str:
     """The printed account of one answer."""
-    from .ros_messages import format_stamps, keyframe_stamps_ns
+    from ..ros.messages import format_stamps, keyframe_stamps_ns
 
     lines = [f"question: {question.question}"]
     if question.options:
@@ -296,13 +243,13 @@ def describe(result: AskResult, question: Question, score: float | None) -> str:
 
 
 def _as_json(result: AskResult, question: Question, score: float | None) -> str:
-    from .ros_messages import keyframe_stamps_ns
+    from ..ros.messages import keyframe_stamps_ns
 
     answer = result.answer
     record = {
         "id": question.id,
         "question": question.question,
-        "options": question.options,
+        "options": list(question.options),
         "success": result.success,
         "message": result.message,
         "answer": answer.answer,
@@ -375,10 +322,16 @@ def run_ask(args: argparse.Namespace) -> int:
 
     try:
         if args.questions:
-            questions = load_questions(args.questions)
+            questions = read_questions(args.questions)
         elif args.question.strip():
             questions = [
-                Question(args.question, list(args.options), None, args.window, "", args.start, args.end)
+                Question(
+                    args.question,
+                    tuple(args.options),
+                    window_s=args.window,
+                    start_ns=args.start,
+                    end_ns=args.end,
+                )
             ]
         else:
             raise ValueError("give a question or --questions FILE")

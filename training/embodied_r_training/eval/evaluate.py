@@ -45,10 +45,17 @@ from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
 from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
 
-from .bag_reader import BagReader, BagReadError, BagTopics
-from .prepare import read_split
-from .rewards import ConsistencyConfig, ConsistencyReward, Graded, completion_text, grade_batch
-from .splits import SPLITS
+from ..data.bag_reader import BagReader, BagReadError, BagTopics
+from ..data.schema import GRADING, KEYFRAMES, TRAINING, read_split
+from ..data.splits import SPLITS
+from ..rl.rewards import (
+    ConsistencyConfig,
+    ConsistencyReward,
+    Graded,
+    completion_text,
+    consistency_eligible,
+    grade_batch,
+)
 from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
@@ -56,11 +63,12 @@ logger = logging.getLogger(__name__)
 SYSTEMS = ("reasoner", "untrained", "vlm", "chance")
 DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
+# The data-set columns each system reads (data/schema.py).
 _COLUMNS = {
-    "reasoner": ("id", "prompt", "solution", "task", "question", "options"),
-    "untrained": ("id", "prompt", "solution", "task", "question", "options"),
-    "vlm": ("id", "solution", "task", "question", "options", "scene", "bag", "keyframe_stamps_ns"),
-    "chance": ("id", "solution", "task", "question", "options"),
+    "reasoner": (*GRADING, *TRAINING),
+    "untrained": (*GRADING, *TRAINING),
+    "vlm": (*GRADING, *KEYFRAMES),
+    "chance": GRADING,
 }
 
 # The VLM-alone prompt (paper ablation "VLM with the same key frames"). The system turn is the reasoning
@@ -135,23 +143,13 @@ class EvalConfig:
 # Data
 
 
-def load_split(dataset: Path, split: str, system: str, limit: int = 0) -> list[dict[str, Any]]:
-    """The records of ``dataset/split.jsonl`` (or ``.parquet``), first ``limit`` only when > 0.
-
-    Raises ConfigError for a missing or empty split and for records without the columns ``system``
-    needs, naming the file and the fix.
-    """
-    records = read_split(dataset, split, _COLUMNS[system], f"--system {system}").to_list()
-    return records[:limit] if limit else records
-
-
-def bag_path(record: dict[str, Any], bag_root: Path | None) -> Path:
+def record_bag(record: dict[str, Any], bag_root: Path | None) -> Path:
     """Where a record's bag is: ``bag_root/<scene>`` when given, else the path prepare recorded."""
     return bag_root / record["scene"] if bag_root is not None else Path(record["bag"])
 
 
 def _check_bags(records: Sequence[dict[str, Any]], bag_root: Path | None) -> None:
-    missing = sorted({str(bag_path(r, bag_root)) for r in records if not bag_path(r, bag_root).exists()})
+    missing = sorted({str(record_bag(r, bag_root)) for r in records if not record_bag(r, bag_root).exists()})
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise ConfigError(
@@ -193,7 +191,7 @@ def grade_records(
     graded = grade_batch(
         list(completions), [r["solution"] for r in records], options=[r.get("options") or [] for r in records]
     )
-    threshold = (consistency or ConsistencyConfig()).numeric_correct_mra
+    consistency = consistency or ConsistencyConfig()
     lengths = list(lengths) if lengths is not None else [len(c) for c in completions]
     predictions = []
     for record, completion, g, length in zip(records, completions, graded, lengths, strict=True):
@@ -208,8 +206,7 @@ def grade_records(
                 score=g.accuracy,
                 format=g.parsed.well_formed,
                 length=int(length),
-                # The same rule as ConsistencyReward: right letter, or a numeric MRA above its threshold.
-                checkable=g.accuracy == 1.0 if g.multiple_choice else g.accuracy >= threshold,
+                checkable=consistency_eligible(g, consistency),
             )
         )
     return predictions
@@ -377,30 +374,6 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
 # Running the models
 
 
-class AdapterDisabled:
-    """The base model of a LoRA (peft) transformers backend: ``generate`` runs under ``disable_adapter()``,
-    so the reference model needs no second copy of the weights."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.config = replace(backend.config, adapter="")
-        self.supports_images = False
-
-    def generate(
-        self,
-        requests: Sequence[ChatRequest],
-        *,
-        max_new_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> list[str]:
-        """One completion per request from the base model."""
-        with self.backend.model.disable_adapter():
-            return self.backend.generate(requests, max_new_tokens=max_new_tokens, temperature=temperature)
-
-    def close(self) -> None:
-        """Nothing to release: the wrapped backend belongs to the caller."""
-
-
 def _load(config: ModelConfig, vision: bool) -> GenerationBackend:
     from embodied_r_ros.backends import load_backend
 
@@ -438,7 +411,7 @@ def _vlm_requests(
     broken: dict[Path, str] = {}
     try:
         for i, record in enumerate(records):
-            path = bag_path(record, config.bag_root)
+            path = record_bag(record, config.bag_root)
             if path in broken:
                 skipped.append(Skipped(str(record["id"]), broken[path]))
                 continue
@@ -520,7 +493,9 @@ def run_eval(config: EvalConfig) -> EvalResult:
     import torch
 
     torch.manual_seed(config.seed)  # sampling (temperature > 0, the reference's 0.1) is repeatable
-    records = load_split(config.dataset, config.split, config.system, config.limit)
+    system = config.system
+    records = read_split(config.dataset, config.split, _COLUMNS[system], f"--system {system}").to_list()
+    records = records[: config.limit] if config.limit else records
     skipped: list[Skipped] = []
     if config.system == "chance":
         predictions = chance_predictions(records)
@@ -586,7 +561,9 @@ def _reference(config: EvalConfig, backend: GenerationBackend) -> GenerationBack
     if config.system == "vlm":
         return _load(replace(config.lm, adapter=""), vision=False)
     if config.lm.adapter:
-        return AdapterDisabled(backend)
+        from embodied_r_ros.backends.adapter_off import AdapterOff
+
+        return AdapterOff(backend)
     return backend
 
 

@@ -13,7 +13,7 @@ A thin ROS layer over the core. Interfaces (names relative to the node, ``~`` = 
 Threads: the camera callback (its own mutually exclusive callback group) converts the image and hands it to
 the :class:`~embodied_r_ros.history.RobotHistory` (key-frame decisions, stored frames, poses; ROS-free), which
 gives a question the key frames of its window. The camera never waits on a model. Questions run one at a time
-on the :class:`~embodied_r_ros.query_worker.QueryWorker` thread; service and action callbacks (a reentrant
+on the :class:`~embodied_r_ros.ros.query_worker.QueryWorker` thread; service and action callbacks (a reentrant
 group) only wait for their job, up to ``query.timeout_s``. A question that times out inside a model call
 cannot be interrupted (torch has no way to stop ``generate``): it finishes in the background, its answer is
 dropped, and the LM stage is skipped when the timeout hits during perception; later questions run once the
@@ -59,16 +59,19 @@ from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
-from .backends import BackendError
+from ..backends import BackendError
+from ..config import GROUND_TRUTH, ConfigError, NodeConfig
+from ..frames import Frame
+from ..history import EmptyHistoryError, RobotHistory
+from ..image_conversion import ImageConversionError, message_to_rgb
+from ..keyframes import KeyFrame
+from ..pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
+from ..stamp_guard import CONFIRM_FRAMES
+from ..windows import Window, WindowError, format_stamp
 from .camera_thread import SubscriptionThread
-from .config import GROUND_TRUTH, ConfigError, NodeConfig
 from .frame_loss import SequenceGaps
-from .frames import Frame
-from .history import EmptyHistoryError, RobotHistory
-from .image_conversion import ImageConversionError, message_to_rgb
-from .keyframes import KeyFrame
-from .node_params import NODE_NAME, NodeParameters
-from .pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
+from .messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
+from .params import NODE_NAME, NodeParameters
 from .query_worker import (
     CANCELLED,
     SHUTDOWN,
@@ -79,9 +82,6 @@ from .query_worker import (
     QueueFullError,
     RequestTooLargeError,
 )
-from .ros_messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
-from .stamp_guard import CONFIRM_FRAMES
-from .windows import Window, WindowError, format_stamp
 
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
 SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the executor

@@ -18,10 +18,10 @@ Rewards:
 * :class:`StagedReward`: the weighted total with the staged weights of :mod:`.schedule`, logging every
   reward and the total per step. This is the one function the trainer hands to TRL.
 
-Data-set columns: ``solution`` (required) holds the correct letter ("B") or the number (in SI units, as
-``answers.extract_number`` reads answers); ``options`` (optional; required by the consistency reward)
-holds the option texts, lettered or not, in letter order; ``question`` (consistency reward only) the
-question text without options.
+Data-set columns (:mod:`embodied_r_training.data.schema` defines them all): ``solution`` (required) holds
+the correct letter ("B") or the number (in SI units, as ``answers.extract_number`` reads answers);
+``options`` (optional; required by the consistency reward) holds the option texts, lettered or not, in
+letter order; ``question`` (consistency reward only) the question text without options.
 
 Multiple choice or numeric, per row: with an ``options`` column the row is multiple choice iff its
 options list is non-empty; without one, iff ``solution`` is a single letter (a str like "B"). Anything
@@ -215,6 +215,17 @@ def reference_request(question: str, options: Sequence[str], think: str) -> list
 PLACEHOLDER_REQUEST = reference_request("(nothing to check on this rank)", [], "")
 
 
+def consistency_eligible(graded: Graded, config: ConsistencyConfig) -> bool:
+    """Whether the consistency check applies to a graded completion: it has reasoning and its answer is
+    right (the letter, or a numeric MRA of at least ``config.numeric_correct_mra``). Training's reward and
+    ``embodied-r eval`` both use this rule."""
+    if not graded.parsed.think.strip():
+        return False
+    if graded.multiple_choice:
+        return graded.accuracy == 1.0
+    return graded.accuracy >= config.numeric_correct_mra
+
+
 class ConsistencyReward:
     """Logical consistency: does a frozen reference model, given only the question and the reasoning, reach
     the policy's answer?
@@ -245,13 +256,6 @@ class ConsistencyReward:
         self.backend = backend
         self.config = config or ConsistencyConfig()
 
-    def _eligible(self, graded: Graded) -> bool:
-        if not graded.parsed.think.strip():
-            return False
-        if graded.multiple_choice:
-            return graded.accuracy == 1.0
-        return graded.accuracy >= self.config.numeric_correct_mra
-
     def __call__(
         self,
         completions: Sequence[Completion],
@@ -270,7 +274,7 @@ class ConsistencyReward:
         questions = _column({"question": question}, "question", n) or []
         option_lists = [list(o or ()) for o in _column({"options": options}, "options", n) or []]
         graded = grade_batch(completions, solution, options=option_lists)
-        rows = [i for i, g in enumerate(graded) if self._eligible(g)]
+        rows = [i for i, g in enumerate(graded) if consistency_eligible(g, self.config)]
         scores = [0.0] * n
         if not rows:
             if getattr(self.backend, "collective", False):

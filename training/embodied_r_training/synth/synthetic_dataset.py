@@ -20,7 +20,7 @@ def build_synthetic_dataset(
 
     ``vlm`` is the describing VLM's directory (the tiny one in tests). Raises RuntimeError when a step fails.
     """
-    from embodied_r_ros.cli import main as cli
+    from embodied_r_ros.cli.main import main as cli
 
     data = out / "data"
     if (data / "train.parquet").is_file():

@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from .config import ModelConfig, PipelineConfig
-from .keyframes import StreamingKeyFrameSelector
-from .pipeline import EmbodiedR
-from .synthetic_clip import synthetic_clip
+from ..config import ModelConfig, PipelineConfig
+from ..keyframes import StreamingKeyFrameSelector
+from ..pipeline import EmbodiedR
+from ..testing.synthetic_clip import synthetic_clip
 
 DEFAULT_QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Which way did I turn while walking?", ("left", "right", "I did not turn", "I turned around twice")),
@@ -29,7 +29,7 @@ def _pipeline_config(args: argparse.Namespace, console: Console) -> tuple[Pipeli
     smoke = not (args.vlm and args.lm)
     vlm, lm = args.vlm, args.lm
     if smoke:
-        from .backends.tiny_models import ensure_tiny_models
+        from ..testing.tiny_models import ensure_tiny_models
 
         models_dir = ensure_tiny_models()
         vlm = vlm or str(models_dir / "vlm")

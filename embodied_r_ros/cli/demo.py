@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from embodied_r_training.synth import parse_size
+from embodied_r_training.synth.generate import parse_size
 
 DEMO_SEED = 0
 # What training/experiments/smollm2_grpo.py leaves behind: the node parameters of its GRPO reasoner.
@@ -132,7 +132,7 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
         return ["--params-file", str(args.lm_params)], (
             f"Reasoner: SmolLM2-135M-Instruct trained with GRPO ({trained})."
         )
-    from .backends.smollm2 import ensure_smollm2
+    from ..backends.smollm2 import ensure_smollm2
 
     path = ensure_smollm2(default_smollm2_dir())
     return ["--lm", str(path)], f"Reasoner: SmolLM2-135M-Instruct, pretrained, not trained here ({path})."
@@ -141,7 +141,7 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
 def _command() -> list[str]:
     """How to start ``embodied-r`` itself in a child process."""
     installed = shutil.which("embodied-r")
-    return [installed] if installed else [sys.executable, "-m", "embodied_r_ros.cli"]
+    return [installed] if installed else [sys.executable, "-m", "embodied_r_ros.cli.main"]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -150,9 +150,9 @@ def run_demo(args: argparse.Namespace) -> int:
         from .demo_core import run_core_demo
 
         return run_core_demo(args)
-    from embodied_r_training.synth import SynthConfig, synthesize
+    from embodied_r_training.synth.generate import SynthConfig, synthesize
 
-    from .backends.tiny_models import default_tiny_models_dir
+    from ..testing.tiny_models import default_tiny_models_dir
 
     smoke = args.smoke
     args.perception = args.perception or ("vlm" if args.vlm else "ground-truth")

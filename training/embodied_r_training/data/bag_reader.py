@@ -1,13 +1,13 @@
 """Frames of time windows of a recorded rosbag2 (mcap or sqlite3), with poses from odometry.
 
 The data-set builder asks for the frames of all question windows of a bag at once (:meth:`BagReader.scan`).
-Only the frames key-frame selection can use are read and decoded: the 1 fps candidate grid and the
-window's last frame (:func:`embodied_r_ros.keyframes.candidate_indices`), so ``select_keyframes`` on them
-gives the same key frames as on every frame of the window. The image stamps come from the bag's index
-(mcap message indexes, the sqlite3 stamps column), so a raw-image bag is not read in full; in mcap files
-with uncompressed chunks each wanted message (and each odometry message) is read as one record, not as
-its whole chunk. Bags without a usable index are read once, in order. Windows are in bag time (the
-time each message was recorded; the synthetic bags stamp headers with the same time). Images go through
+Only the frames key-frame selection can use are read and decoded: the 1 fps candidate grid and the window's
+last frame (:func:`embodied_r_ros.keyframes.candidate_indices`), so ``select_keyframes`` on them gives the
+same key frames as on every frame of the window. The image stamps come from the bag's index (mcap message
+indexes, the sqlite3 stamps column: :mod:`.rosbag_index`), so a raw-image bag is not read in full; in mcap
+files with uncompressed chunks each wanted message (and each odometry message) is read as one record, not as
+its whole chunk. Bags without a usable index are read once, in order. Windows are in bag time (the time each
+message was recorded; the synthetic bags stamp headers with the same time). Images go through
 :mod:`embodied_r_ros.image_conversion` and poses through :class:`embodied_r_ros.pose_history.PoseHistory`,
 the code the node uses, so a bag gives the frames the robot would have seen.
 """
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import sqlite3
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +28,8 @@ from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.image_conversion import ImageConversionError, message_to_rgb
 from embodied_r_ros.keyframes import candidate_indices, candidate_period_ns
 from embodied_r_ros.pose_history import PoseHistory
+
+from .rosbag_index import channel_id, mcap_index, sqlite_stamps
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class BagReader:
         self._offsets: dict[int, int] = {}  # image stamp -> record offset (mcap, uncompressed chunks)
         try:
             self._image = self._image_connection()
-            self._direct = self._mcap_direct()
+            self._direct = mcap_index(self._reader, self.path)
             self._poses = self._read_poses()
         except BagReadError:
             self.close()
@@ -139,21 +139,6 @@ class BagReader:
             )
         return images[0]
 
-    def _mcap_direct(self) -> _McapDirect | None:
-        """Index access for a single-file, chunked mcap bag (see :class:`_McapDirect`), else None."""
-        outer = getattr(self._reader, "storage", None)  # rosbags: the directory reader and its files' readers
-        storages = getattr(outer, "storages", None) or []
-        if len(storages) != 1 or not getattr(storages[0], "chunks", None) or self.storage != "mcap":
-            return None
-        return _McapDirect(storages[0])
-
-    def _channel_id(self, topic: str) -> int | None:
-        """The storage file's id of ``topic`` (rosbags may renumber connections across files)."""
-        outer = getattr(self._reader, "storage", None)
-        storages = getattr(outer, "storages", None) or []
-        found = [c.id for s in storages[:1] for c in s.connections if c.topic == topic]
-        return found[0] if len(found) == 1 else None
-
     def _read_poses(self) -> PoseHistory | None:
         if not self.topics.odometry:
             return None
@@ -175,8 +160,9 @@ class BagReader:
         return history
 
     def _odometry_messages(self, found: list[Any]) -> Iterator[tuple[Any, int, bytes]]:
-        """The odometry messages in time order: record by record where the index allows (see _McapDirect)."""
-        channel = self._channel_id(self.topics.odometry) if len(found) == 1 else None
+        """The odometry messages in time order: record by record where the index allows (see
+        :class:`.rosbag_index.McapIndex`)."""
+        channel = channel_id(self._reader, self.topics.odometry) if len(found) == 1 else None
         entries = None
         if self._direct is not None and self._direct.readable and channel is not None:
             entries = self._direct.entries(channel)
@@ -234,7 +220,7 @@ class BagReader:
     def _indexed_stamps(self) -> list[int] | None:
         """The image messages' recorded stamps from the bag's index (sorted), or None when it has none."""
         self._offsets = {}
-        channel = self._channel_id(self._image.topic)
+        channel = channel_id(self._reader, self._image.topic)
         if channel is None:
             return None
         if self._direct is not None:
@@ -244,8 +230,7 @@ class BagReader:
                 for stamp, offset in reversed(entries):  # the first message of a stamp wins
                     self._offsets[stamp] = offset
         elif self.storage == "sqlite3":
-            outer = getattr(self._reader, "storage", None)
-            stamps = _sqlite_stamps(Path(outer.storages[0].path), self._image.topic)  # type: ignore[union-attr]
+            stamps = sqlite_stamps(self._reader, self._image.topic)
         else:
             return None
         if stamps is None or len(stamps) != self.image_messages:
@@ -395,61 +380,3 @@ class BagReader:
             self._reader.close()
         except Exception:  # closing a half-opened reader must not hide the original error
             pass
-
-
-class _McapDirect:
-    """Messages of a single-file mcap bag read through its message indexes, one record at a time.
-
-    rosbags reads whole chunks, and a chunk mixes topics: reading 300 small odometry messages of a raw-image
-    bag read all 277 MB of it. The message index records (mcap spec, opcode 0x07: u16 channel id, u32 byte
-    length, then (u64 log time, u64 offset) pairs) give each message's stamp and, in an uncompressed chunk,
-    its place in the file, so one seek reads just that message. Built from the chunk list rosbags' mcap
-    reader already parsed (``chunks``, ``bio``); ``readable`` is False when a chunk is compressed (then only
-    the stamps are used and rosbags reads the messages).
-    """
-
-    def __init__(self, storage: Any) -> None:
-        self.bio = storage.bio
-        self.chunks = list(storage.chunks)
-        self.readable = all(not chunk.compression for chunk in self.chunks)
-
-    def entries(self, channel_id: int) -> list[tuple[int, int]] | None:
-        """(log time, file offset of its record) of a channel's messages, by time; None if not indexed."""
-        found: list[tuple[int, int]] = []
-        for chunk in self.chunks:
-            offset = chunk.message_index_offsets.get(channel_id)
-            if offset is None:
-                continue
-            self.bio.seek(offset)
-            opcode, length = struct.unpack("<BQ", self.bio.read(9))
-            record = self.bio.read(length)
-            channel, size = struct.unpack_from("<HI", record, 0)
-            if opcode != 0x07 or channel != channel_id or 6 + size > len(record) or size % 16:
-                return None
-            # Records of a chunk start after its header: 9 + 40 bytes and the compression name.
-            records = chunk.chunk_start_offset + 9 + 40 + len(chunk.compression)
-            found.extend((t, records + o) for t, o in struct.iter_unpack("<QQ", record[6 : 6 + size]))
-        found.sort()
-        return found
-
-    def read(self, offset: int) -> bytes:
-        """The serialized message of the message record at ``offset`` (uncompressed chunks only)."""
-        self.bio.seek(offset)
-        opcode, length = struct.unpack("<BQ", self.bio.read(9))
-        if opcode != 0x05 or length < 22:
-            raise BagReadError(f"no message record at offset {offset} (opcode {opcode:#x})")
-        data = self.bio.read(length)[22:]  # channel id, sequence, log time, publish time, then the data
-        if len(data) != length - 22:
-            raise BagReadError(f"message record at offset {offset} is truncated")
-        return data
-
-
-def _sqlite_stamps(database: Path, topic: str) -> list[int] | None:
-    """Recorded stamps of a topic's messages in a rosbag2 sqlite3 file (the stamps column only)."""
-    if database.suffix != ".db3":
-        return None
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
-        rows = connection.execute(
-            "SELECT m.timestamp FROM messages m JOIN topics t ON m.topic_id = t.id WHERE t.name = ?", (topic,)
-        ).fetchall()
-    return [int(row[0]) for row in rows]

@@ -27,28 +27,27 @@ labels' limits). Multiple-choice options are texts (no letters); the correct opt
 so that the letters stay balanced over a scene's questions; distractors are plausible (other
 permutations, the other quadrants, nearby objects, values 0.4x-2.3x the truth that differ from each
 other by at least 20 %). Numeric answers are SI: metres, square metres, counts.
+
+The questions are :class:`embodied_r_ros.question_file.Question` records; that module reads and writes
+their file (``questions.jsonl``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.question_file import MC, NUMERIC, Question
 
 from .trajectory import MOVING_KINDS, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION, Visibility
 from .world import INDOOR, SceneObject, World
 
-MC = "mc"
-NUMERIC = "numeric"
 TASKS = (
     "appearance_order",
     "relative_direction",
@@ -66,103 +65,6 @@ QUADRANTS = ("front-left", "front-right", "back-left", "back-right")
 LETTERS = "ABCDEFGH"
 _PLURALS = {"box": "boxes", "bookshelf": "bookshelves"}
 _RATIOS = (0.4, 0.55, 0.7, 1.35, 1.6, 1.9, 2.3)
-
-
-# ------------------------------------------------------------------------------------------ the records
-
-
-@dataclass(frozen=True)
-class Question:
-    """One line of ``questions.jsonl`` (the format is described in :mod:`.synth`)."""
-
-    id: str
-    bag: str
-    start_s: float
-    end_s: float
-    start_ns: int
-    end_ns: int
-    task: str
-    form: str
-    question: str
-    options: tuple[str, ...]
-    answer: str | float | int
-    unit: str
-    answer_text: str
-    objects: tuple[int, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object of this question, keys in a fixed order."""
-        return {
-            "id": self.id,
-            "bag": self.bag,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "task": self.task,
-            "form": self.form,
-            "question": self.question,
-            "options": list(self.options),
-            "answer": self.answer,
-            "unit": self.unit,
-            "answer_text": self.answer_text,
-            "objects": list(self.objects),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Question:
-        """A question from its JSON object; raises ValueError naming a missing key."""
-        missing = [
-            k
-            for k in ("id", "bag", "start_s", "end_s", "task", "question", "options", "answer")
-            if k not in data
-        ]
-        if missing:
-            raise ValueError(
-                f"question record lacks {missing}; is this a questions.jsonl from `embodied-r synth`?"
-            )
-        options = tuple(str(o) for o in data["options"])
-        return cls(
-            id=str(data["id"]),
-            bag=str(data["bag"]),
-            start_s=float(data["start_s"]),
-            end_s=float(data["end_s"]),
-            start_ns=int(data.get("start_ns", 0)),
-            end_ns=int(data.get("end_ns", 0)),
-            task=str(data["task"]),
-            form=str(data.get("form", MC if options else NUMERIC)),
-            question=str(data["question"]),
-            options=options,
-            answer=data["answer"],
-            unit=str(data.get("unit", "")),
-            answer_text=str(data.get("answer_text", "")),
-            objects=tuple(int(i) for i in data.get("objects", ())),
-        )
-
-
-def write_questions(path: str | Path, questions: Iterable[Question]) -> None:
-    """Write ``questions`` as JSON lines (UTF-8, "\\n" endings, stable key order)."""
-    lines = [json.dumps(q.to_dict(), ensure_ascii=False) + "\n" for q in questions]
-    Path(path).write_text("".join(lines), encoding="utf-8")
-
-
-def read_questions(path: str | Path) -> list[Question]:
-    """The questions of a ``questions.jsonl``; ``bag`` stays relative (see :func:`bag_path`)."""
-    path = Path(path)
-    questions = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            questions.append(Question.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise ValueError(f"{path}:{number}: not a question record: {exc}") from exc
-    return questions
-
-
-def bag_path(questions_file: str | Path, question: Question) -> Path:
-    """The bag directory of ``question``: its ``bag`` field is relative to the questions file."""
-    return Path(questions_file).resolve().parent / question.bag
 
 
 # ---------------------------------------------------------------------------------------- ground truth

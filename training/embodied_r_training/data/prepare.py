@@ -37,17 +37,18 @@ from embodied_r_ros import prompts
 from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, ModelConfig
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
+from embodied_r_ros.question_file import Question, bag_path, read_questions
 
-from .bag_reader import BagReader, BagReadError, BagTopics
-from .description_cache import DescriptionCache, cache_key, generation_settings
-from .ground_truth import (
+from ..synth.ground_truth import (
     DEFAULT_SCENE_FILE,
     DESCRIPTION,
     LABEL_PREFIX,
     GroundTruthError,
     GroundTruthScenes,
 )
-from .questions import Question, read_questions
+from .bag_reader import BagReader, BagReadError, BagTopics
+from .description_cache import DescriptionCache, cache_key, generation_settings
+from .schema import make_record, write_split
 from .splits import SPLITS, fold_scenes, split_scenes
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,16 @@ class PrepareResult:
     perception: str = ""  # the records' ``vlm``: the VLM's name, or "ground-truth:scene.json"
 
 
+def _unlabelled(question: Question) -> str:
+    """What a training record cannot do without and ``question`` lacks ('' when it has everything)."""
+    lacking = [key for key, value in (("id", question.id), ("bag", question.bag)) if not value]
+    if question.answer is None:
+        lacking.append("answer")
+    if not question.has_window():
+        lacking.append("start_ns/end_ns (or start_s/end_s)")
+    return ", ".join(lacking)
+
+
 def _load_questions(config: PrepareConfig, failures: list[Failure]) -> list[tuple[Question, Path]]:
     loaded = []
     for path in config.questions:
@@ -132,8 +143,13 @@ def _load_questions(config: PrepareConfig, failures: list[Failure]) -> list[tupl
         except (OSError, ValueError) as exc:
             failures.append(Failure(str(path), f"cannot read the questions file: {exc}"))
             continue
-        base = Path(path).resolve().parent
-        loaded.extend((q, base / q.bag) for q in questions)
+        for number, question in enumerate(questions, start=1):
+            lacking = _unlabelled(question)
+            if lacking:
+                what = f"{path}: question {question.id or number}"
+                failures.append(Failure(what, f"lacks {lacking}, which a training record needs"))
+            else:
+                loaded.append((question, bag_path(path, question)))
     return loaded
 
 
@@ -335,31 +351,34 @@ def _solution(question: Question) -> str:
     return str(answer)
 
 
-def build_record(item: Item, model: str) -> dict[str, Any]:
-    """One data-set record: the chat prompt (as the node builds it), the solution and provenance."""
+def build_record(item: Item, model: str, split: str, fold: int | None = None) -> dict[str, Any]:
+    """One data-set record (:mod:`.schema`): the chat prompt as the node builds it, the solution and
+    provenance; ``fold`` only with ``--folds``."""
     from embodied_r_ros.perception import parse_descriptions
     from embodied_r_ros.reasoning import reasoning_messages
 
     question = item.question
     descriptions = parse_descriptions(item.keyframes, item.replies or [])
     messages = reasoning_messages(descriptions, question.question, question.options)
-    return {
-        "id": question.id,
-        "prompt": [{"role": m.role, "content": m.joined_text} for m in messages],
-        "solution": _solution(question),
-        "task": question.task,
-        "form": question.form,
-        "question": question.question,
-        "options": list(question.options),
-        "unit": question.unit,
-        "scene": item.scene,
-        "bag": str(item.bag),
-        "start_ns": question.start_ns,
-        "end_ns": question.end_ns,
-        "keyframe_stamps_ns": [k.frame.stamp_ns for k in item.keyframes],
-        "vlm": model,
-        "prompt_version": prompts.PROMPT_VERSION,
-    }
+    return make_record(
+        id=question.id,
+        prompt=[{"role": m.role, "content": m.joined_text} for m in messages],
+        solution=_solution(question),
+        task=question.task,
+        form=question.form,
+        question=question.question,
+        options=list(question.options),
+        unit=question.unit,
+        scene=item.scene,
+        bag=str(item.bag),
+        start_ns=question.start_ns,
+        end_ns=question.end_ns,
+        keyframe_stamps_ns=[k.frame.stamp_ns for k in item.keyframes],
+        vlm=model,
+        prompt_version=prompts.PROMPT_VERSION,
+        split=split,
+        **({"fold": fold} if fold is not None else {}),
+    )
 
 
 def run_prepare(config: PrepareConfig) -> PrepareResult:
@@ -380,11 +399,8 @@ def run_prepare(config: PrepareConfig) -> PrepareResult:
         config, iter_items(config, questions, failures), DescriptionCache(config.cache), stats, failures
     )
     for item in items:
-        record = build_record(item, config.perception_label)
-        record["split"] = splits[item.scene]
-        if folds:
-            record["fold"] = folds[item.scene]
-        records.append(record)
+        fold = folds[item.scene] if folds else None
+        records.append(build_record(item, config.perception_label, splits[item.scene], fold))
     records.sort(key=lambda r: r["id"])
     return PrepareResult(
         records, failures, stats.calls, stats.requests, stats.cache_hits, config.perception_label
@@ -393,18 +409,9 @@ def run_prepare(config: PrepareConfig) -> PrepareResult:
 
 def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
     """Write the splits (jsonl + parquet), failures and summary into ``out``; returns the summary."""
-    from datasets import Dataset
-
     out.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
-        rows = [r for r in result.records if r["split"] == split]
-        with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        if rows:
-            Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
-        else:
-            (out / f"{split}.parquet").unlink(missing_ok=True)
+        write_split(out, split, [r for r in result.records if r["split"] == split])
     with (out / "failures.jsonl").open("w", encoding="utf-8") as handle:
         for failure in result.failures:
             handle.write(json.dumps({"what": failure.what, "reason": failure.reason}) + "\n")
@@ -422,40 +429,6 @@ def write_dataset(out: Path, result: PrepareResult) -> dict[str, Any]:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary
-
-
-def read_split(root: Path, split: str, columns: Sequence[str], needed_by: str) -> Any:
-    """One split written by :func:`write_dataset`, as a ``datasets.Dataset`` (parquet, else jsonl).
-
-    A missing or empty split, or rows without ``columns``, raise :class:`ConfigError` naming the file and
-    the fix; ``needed_by`` says what needs the columns (e.g. "training").
-    """
-    from datasets import Dataset
-
-    parquet, jsonl = root / f"{split}.parquet", root / f"{split}.jsonl"
-    if not parquet.is_file() and not jsonl.is_file():
-        raise ConfigError(
-            f"data set {root} has no split {split!r} ({parquet.name} or {jsonl.name}); build it with "
-            f"`embodied-r prepare QUESTIONS --out {root}`, or choose another split ({', '.join(SPLITS)})"
-        )
-    source = parquet if parquet.is_file() else jsonl
-    if source == jsonl and jsonl.stat().st_size == 0:
-        raise ConfigError(
-            f"{jsonl} holds no records (splits are by scene: a small data set can leave one empty); "
-            "choose another split, or rebuild with more scenes or other --split fractions"
-        )
-    try:
-        dataset = Dataset.from_parquet(str(source)) if source == parquet else Dataset.from_json(str(source))
-    except (OSError, ValueError) as exc:  # datasets' and pyarrow's errors for a damaged file
-        fix = "rebuild the data set with embodied-r prepare"
-        raise ConfigError(f"cannot read {source}: {exc}; {fix}") from exc
-    missing = [c for c in columns if c not in dataset.column_names]
-    if missing:
-        raise ConfigError(
-            f"{source} lacks column(s) {', '.join(missing)} that {needed_by} needs (it has "
-            f"{', '.join(dataset.column_names)}); rebuild the data set with embodied-r prepare"
-        )
-    return dataset
 
 
 def summary_table(summary: dict[str, Any]) -> str:
@@ -488,9 +461,7 @@ def _fractions(text: str) -> tuple[float, float, float]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r prepare`` and ``embodied-r import-video`` (its input from benchmark videos)."""
-    from .import_video import register as register_import
-
+    """Add ``embodied-r prepare`` (``embodied-r import-video`` makes its input from benchmark videos)."""
     parser = subparsers.add_parser(
         "prepare", help="build a training data set from rosbags and their questions (VLM descriptions)"
     )
@@ -534,7 +505,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_prepare_command)
-    register_import(subparsers)
 
 
 def run_prepare_command(args: argparse.Namespace) -> int:

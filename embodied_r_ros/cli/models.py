@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _report(out_dir: Path, before: dict | None) -> None:
-    from .backends.gguf import read_marker
+    from ..backends.gguf import read_marker
 
     marker = read_marker(out_dir) or {}
     size = sum(f.stat().st_size for f in out_dir.iterdir() if f.is_file())
@@ -30,7 +30,7 @@ def _report(out_dir: Path, before: dict | None) -> None:
 def _convert(source: Path, out_dir: Path) -> int:
     from transformers.utils import logging as hf_logging
 
-    from .backends.gguf import convert_gguf, read_marker
+    from ..backends.gguf import convert_gguf, read_marker
 
     hf_logging.disable_progress_bar()  # keep the output to what was written
     before = read_marker(out_dir) if out_dir.is_dir() else None
@@ -39,7 +39,7 @@ def _convert(source: Path, out_dir: Path) -> int:
 
 
 def _smollm2(args: argparse.Namespace) -> int:
-    from .backends.smollm2 import find_smollm2_gguf
+    from ..backends.smollm2 import find_smollm2_gguf
 
     return _convert(find_smollm2_gguf(), args.dir)
 
@@ -48,8 +48,28 @@ def _gguf(args: argparse.Namespace) -> int:
     return _convert(args.file, args.dir)
 
 
+def _tiny_models(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from ..testing.tiny_models import build_tiny_models
+
+    hf_logging.disable_progress_bar()  # keep this command's output to the paths it built
+    paths = build_tiny_models(args.dir, seed=args.seed)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print("These are random-weight smoke models: they exercise the code paths, their answers mean nothing.")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r models smollm2 DIR`` and ``embodied-r models gguf FILE DIR``."""
+    """Add ``embodied-r models smollm2 DIR``, ``embodied-r models gguf FILE DIR`` and
+    ``embodied-r tiny-models DIR`` (the random-weight smoke models of the tests and the demo)."""
+    tiny = subparsers.add_parser(
+        "tiny-models", help="build the tiny offline smoke models (tokenizer, Qwen2.5-VL, Qwen2 LM)"
+    )
+    tiny.add_argument("dir", type=Path, help="output directory (DIR/vlm and DIR/lm are written)")
+    tiny.add_argument("--seed", type=int, default=0, help="weight seed; the same seed gives the same files")
+    tiny.set_defaults(func=_tiny_models)
     models = subparsers.add_parser(
         "models", help="real pretrained LMs offline: SmolLM2 from its PyPI package, or any GGUF file"
     )

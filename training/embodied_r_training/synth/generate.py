@@ -50,9 +50,10 @@ import numpy as np
 
 from embodied_r_ros.config import ConfigError
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.question_file import Question, write_questions
 
 from .bag_writer import STORAGES, BagOptions, SceneBagWriter
-from .questions import Question, QuestionConfig, generate_questions, write_questions
+from .questions import QuestionConfig, generate_questions
 from .render import CameraModel, Renderer
 from .trajectory import plan_trajectory
 from .visibility import VisibilityRecorder

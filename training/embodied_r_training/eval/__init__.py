@@ -1,0 +1,1 @@
+"""Evaluation: ``embodied-r eval``, ``compare``, statistics and plots."""

@@ -1,0 +1,1 @@
+"""Reinforcement learning: rewards, their schedule, the training config and ``embodied-r train``."""

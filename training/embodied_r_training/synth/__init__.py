@@ -1,0 +1,1 @@
+"""The synthetic world: scenes, rendering, trajectories, visibility, questions, bags."""
