@@ -68,6 +68,14 @@ class DescriptionCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.hits = 0
         self.misses = 0
+        self._remove_orphans()
+
+    def _remove_orphans(self) -> None:
+        """Delete temporary files of writers that are gone (a run killed between write and rename)."""
+        for tmp in self.directory.glob("??/.tmp-*"):
+            pid = tmp.name.split("-")[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                tmp.unlink(missing_ok=True)
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
@@ -86,7 +94,7 @@ class DescriptionCache:
         """Store ``replies`` under ``key`` atomically (write a temporary file, then rename)."""
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{os.getpid()}-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump({"replies": list(replies)}, handle, ensure_ascii=False)
@@ -96,4 +104,15 @@ class DescriptionCache:
             raise
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.directory.glob("??/*.json"))
+        return sum(1 for _ in self.directory.glob("??/[!.]*.json"))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
