@@ -88,6 +88,11 @@ def main() -> int:
         results[mode] = check(lm, data, Path(out) / mode, lora)
     if results["lora"]["rank"] == 0:
         Path(result).write_text(json.dumps(results) + "\n")
+    # An orderly teardown: left to interpreter exit, gloo's threads can abort a rank ("terminate called
+    # without an active exception", seen under CPU load) after all the work is done.
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
     return 0
 
 
