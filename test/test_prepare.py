@@ -282,6 +282,11 @@ def test_missing_topic_names_the_topics_the_bag_has(worlds) -> None:
         BagReader(bag, BagTopics(image="/front/image"))
 
 
+def _cache_entries(cache: Path) -> int:
+    """Stored descriptions in a cache directory (not the writers' hidden temporary files)."""
+    return len(list(cache.glob("??/[!.]*.json")))
+
+
 def test_kill_mid_run_loses_at_most_the_batch_in_flight(worlds, tiny_models_dir, tmp_path) -> None:
     cache = tmp_path / "cache"
     command = [
@@ -292,15 +297,14 @@ def test_kill_mid_run_loses_at_most_the_batch_in_flight(worlds, tiny_models_dir,
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        entries = lambda: len(list(cache.glob("??/[!.]*.json")))  # noqa: E731
-        while entries() < 2 and process.poll() is None and time.monotonic() < deadline:
+        while _cache_entries(cache) < 2 and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert process.poll() is None, "the run ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.kill()
         process.wait()
-    kept = len(list(cache.glob("??/[!.]*.json")))  # whole entries only: a rename is atomic
+    kept = _cache_entries(cache)  # whole entries only: a rename is atomic
     total = len(read_questions(worlds["mcap"]))
     assert 2 <= kept < total
     # A kill between a write and its rename can leave a temporary file; the next run removes it.
@@ -382,7 +386,7 @@ def test_the_bag_index_rosbags_hides_is_still_reachable(worlds) -> None:
             channel = channel_id(reader, IMAGE_TOPIC)
             assert channel is not None, f"rosbags no longer exposes the {storage} file's connections"
             if storage == "mcap":
-                index = mcap_index(reader, bag)
+                index = mcap_index(reader, "mcap", bag)
                 assert index is not None and index.readable, "rosbags no longer exposes the mcap chunk index"
                 entries = index.entries(channel)
                 assert entries is not None and len(entries) == len(images)
@@ -390,6 +394,6 @@ def test_the_bag_index_rosbags_hides_is_still_reachable(worlds) -> None:
                 image = next(raw for c, _, raw in reader.messages() if c.topic == IMAGE_TOPIC)
                 assert raw == image
             else:
-                assert mcap_index(reader, bag) is None
+                assert mcap_index(reader, "sqlite3", bag) is None
                 stamps = sqlite_stamps(reader, IMAGE_TOPIC)
                 assert stamps is not None and len(stamps) == len(images)

@@ -48,7 +48,7 @@ def _requested_command(argv: Sequence[str]) -> str | None:
 
 
 def _unavailable(command: str, missing: str) -> Callable[[argparse.Namespace], int]:
-    """A parser for a command whose module cannot be imported: running it prints the fix and exits 2."""
+    """The function of a command whose module cannot be imported: it prints the fix and returns 2."""
 
     def fail(args: argparse.Namespace) -> int:
         print(

@@ -76,7 +76,7 @@ class BagReader:
         self._offsets: dict[int, int] = {}  # image stamp -> record offset (mcap, uncompressed chunks)
         try:
             self._image = self._image_connection()
-            self._direct = mcap_index(self._reader, self.path)
+            self._direct = mcap_index(self._reader, self.storage, self.path)
             self._poses = self._read_poses()
         except BagReadError:
             self.close()

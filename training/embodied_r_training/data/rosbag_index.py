@@ -90,19 +90,20 @@ class McapIndex:
         return data
 
 
-def mcap_index(reader: Any, path: Path) -> McapIndex | None:
-    """Index access for a single-file, chunked mcap bag, else None (warns when rosbags hides it)."""
+def mcap_index(reader: Any, storage: str, path: Path) -> McapIndex | None:
+    """Index access for a single-file, chunked mcap bag (``storage`` "mcap"), else None (warns when rosbags
+    hides it); ``path`` names the bag in the warning."""
     files = _storage_files(reader)
     if not files:
         _warn_unavailable(path)
         return None
-    if len(files) != 1 or not any(path.glob("*.mcap")):
+    if len(files) != 1 or storage != "mcap":
         return None
-    storage = files[0]
-    if not all(hasattr(storage, name) for name in ("chunks", "bio", "connections")):
+    file = files[0]
+    if not all(hasattr(file, name) for name in ("chunks", "bio", "connections")):
         _warn_unavailable(path)
         return None
-    return McapIndex(storage) if storage.chunks else None
+    return McapIndex(file) if file.chunks else None
 
 
 def sqlite_stamps(reader: Any, topic: str) -> list[int] | None:

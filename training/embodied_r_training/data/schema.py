@@ -41,7 +41,8 @@ COLUMNS: dict[str, str] = {
 OPTIONAL_COLUMNS: dict[str, str] = {"fold": "the scene's fold (prepare --folds K), 0..K-1"}
 
 # What each reader needs (read_split checks them, naming the file and the fix when one is missing).
-TRAINING = ("prompt", "solution")  # the policy's input and the accuracy reward
+PROMPT = ("prompt",)  # the reasoning LM's input
+TRAINING = (*PROMPT, "solution")  # the policy's input and the accuracy reward
 CONSISTENCY = ("question", "options")  # the consistency reward's reference reads these
 GRADING = ("id", "solution", "task", "question", "options")  # eval scores a system's answers
 KEYFRAMES = ("scene", "bag", "keyframe_stamps_ns")  # eval's VLM-alone system reads the frames from the bag

@@ -46,7 +46,7 @@ from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBac
 from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
-from ..data.schema import GRADING, KEYFRAMES, TRAINING, read_split
+from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
 from ..data.splits import SPLITS
 from ..rl.rewards import (
     ConsistencyConfig,
@@ -65,8 +65,8 @@ DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
 # The data-set columns each system reads (data/schema.py).
 _COLUMNS = {
-    "reasoner": (*GRADING, *TRAINING),
-    "untrained": (*GRADING, *TRAINING),
+    "reasoner": (*GRADING, *PROMPT),
+    "untrained": (*GRADING, *PROMPT),
     "vlm": (*GRADING, *KEYFRAMES),
     "chance": GRADING,
 }
