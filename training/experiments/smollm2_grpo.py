@@ -3,7 +3,7 @@
 One command reproduces the whole table and the plots (resumable: each finished stage is skipped, an
 interrupted GRPO run continues from its last checkpoint):
 
-    python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood]
+    python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood,rotate]
 
 Perception is simulator ground truth (``prepare --vlm-backend ground_truth``): a measuring instrument that
 says what a perfect VLM would say, so the numbers measure the REASONER, as in the paper's analysis that
@@ -18,7 +18,9 @@ separates perception from reasoning. It is not a VLM and no figure here is a VLM
      its ``warm_start/`` is the "warm start only" system;
    * ``sft_all``: supervised fine-tuning on the same questions with the ground-truth answers as targets
      (``method: sft``), the same budget in questions seen (warm start + GRPO prompts);
-   * ``--parts ood``: the same pair trained on indoor scenes only and on outdoor scenes only.
+   * ``--parts ood``: the same pair trained on indoor scenes only and on outdoor scenes only;
+   * ``--parts rotate``: ``grpo_all_rotated``, GRPO as ``grpo_all`` but each completion of a group sees
+     the options in another rotation (``data.rotate_options``), against the main table's systems.
 3. Evaluation (``embodied-r eval`` on the held-out test scenes, greedy, the GRPO completion length):
    chance, untrained SmolLM2, warm start only, GRPO, SFT; with ``ood`` each indoor/outdoor-trained model on
    both test sets. ``embodied-r compare`` makes the table with 95 % bootstrap intervals and paired
@@ -70,6 +72,9 @@ LABELS = {
     "grpo": "GRPO (staged rewards)",
     "sft": "SFT (same questions)",
 }
+# Training variants (``--parts rotate``): run-name suffix -> config overrides and table label.
+VARIANTS = {"rotated": ["data.rotate_options=true"]}
+ROTATED_LABEL = "GRPO, rotated options"
 
 
 def cli(args: list[str]) -> None:
@@ -269,9 +274,11 @@ def train_runs(
     envs: list[str],
     methods: list[str],
     needed: Any = lambda name: True,
+    variant: str = "",
 ) -> dict[str, Path]:
     """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor"), those
-    ``needed(name)`` says are (a run whose evaluations were all restored is not); returns run name -> dir."""
+    ``needed(name)`` says are (a run whose evaluations were all restored is not); returns run name -> dir.
+    ``variant`` (a key of :data:`VARIANTS`) adds its overrides and suffixes the run names."""
     from embodied_r_training.rl.train import NODE_PARAMS, train
     from embodied_r_training.rl.train_config import load_train_config
 
@@ -279,9 +286,10 @@ def train_runs(
     runs: dict[str, Path] = {}
     for env in envs:
         for method in methods:
-            name = f"{method}_{env}"
+            name = f"{method}_{env}" + (f"_{variant}" if variant else "")
             run_dir = out / "runs" / name
             overrides = [f"output_dir={run_dir}", f"data.path={data[f'train_{env}']}", f"model={args.model}"]
+            overrides += VARIANTS[variant] if variant else []
             if method == "sft":
                 overrides += ["method=sft", f"warm_start.steps={sft_steps(base)}"]
             config = load_train_config(args.config, overrides)
@@ -299,12 +307,13 @@ def train_runs(
 # Evaluation
 
 
-def systems(args: argparse.Namespace, env: str) -> dict[str, list[str]]:
+def systems(args: argparse.Namespace, env: str, variant: str = "") -> dict[str, list[str]]:
     """The eval arguments of each system trained on ``env`` (plus chance/untrained for "all")."""
     from embodied_r_training.rl.warm_start import WARM_START_DIR
 
     runs = args.out.resolve() / "runs"
-    grpo, sft = runs / f"grpo_{env}", runs / f"sft_{env}"
+    suffix = f"_{variant}" if variant else ""
+    grpo, sft = runs / f"grpo_{env}{suffix}", runs / f"sft_{env}"
     found = {
         "warm": ["--lm", str(grpo / WARM_START_DIR)],
         "grpo": ["--lm", str(grpo / WARM_START_DIR), "--adapter", str(grpo / "final")],
@@ -429,6 +438,40 @@ def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str,
     return table
 
 
+def rotate_table(
+    out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages, kept: KeptResults
+) -> dict[str, Any]:
+    """GRPO with rotated options (``grpo_all_rotated``) next to the main table's systems, whose
+    evaluations must be in OUT/eval already (``--parts main,rotate``, or restored from the kept results)."""
+    from embodied_r_training.eval.compare import compare, load_run, write_comparison
+    from embodied_r_training.eval.plots import plot_training_curves
+
+    evals = {key: out / "eval" / key for key in LABELS}
+    restorable(kept, list(LABELS))
+    missing = [key for key, path in evals.items() if not (path / "metrics.json").is_file()]
+    if missing:
+        raise SystemExit(
+            f"--parts rotate compares with the main table's systems; {', '.join(missing)} have no "
+            f"evaluation in {out / 'eval'}: run with --parts main,rotate"
+        )
+    needed = "grpo_rotated" not in restorable(kept, ["grpo_rotated"])
+    runs = train_runs(out, args, data, stages, ["all"], ["grpo"], lambda run: needed, variant="rotated")
+    system = systems(args, "all", variant="rotated")["grpo"]
+    evals["grpo_rotated"] = evaluate(out, args, data["test_all"], "grpo_rotated", system, stages, kept)
+    labels = {**LABELS, "grpo_rotated": ROTATED_LABEL}
+    result = compare([load_run(f"{labels[k]}={p}") for k, p in evals.items()],
+                     [LABELS["untrained"], LABELS["warm"], LABELS["grpo"]])  # fmt: skip
+    files = write_comparison(result, out / "tables" / "rotate")
+    run_dir = runs["grpo_all_rotated"]
+    curves = plot_training_curves(grpo_log(run_dir, kept), run_dir / "plots")
+    args.figures.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(files[2], args.figures / "smollm2_rotated.png")
+    for curve in curves:
+        shutil.copyfile(curve, args.figures / f"smollm2_rotated_{curve.name}")
+    print((out / "tables" / "rotate" / "comparison.md").read_text())
+    return result
+
+
 # ----------------------------------------------------------------------------------------------------
 
 
@@ -441,7 +484,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=REPO / ".cache" / "models" / "smollm2",
                         help="the converted SmolLM2 directory (built here when missing)")  # fmt: skip
     parser.add_argument(
-        "--parts", default="main,ood", help="main (all scenes) and/or ood (indoor vs outdoor)"
+        "--parts", default="main,ood,rotate",
+        help="main (all scenes), ood (indoor vs outdoor), rotate (GRPO with rotated options)",
     )
     parser.add_argument("--train-scenes", type=int, default=12, help="training scenes per environment")
     parser.add_argument(
@@ -481,8 +525,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"main", "ood", "data"}:
-        raise SystemExit(f"--parts takes main and/or ood (or data), got {args.parts!r}")
+    if not parts <= {"main", "ood", "rotate", "data"}:
+        raise SystemExit(f"--parts takes main, ood and/or rotate (or data), got {args.parts!r}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     config = load_train_config(args.config)
@@ -540,6 +584,8 @@ def main() -> int:
                     )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])
+    if "rotate" in parts:
+        summary["tables"]["rotate"] = rotate_table(out, args, data, stages, kept)
     summary["times_s"] = stages.times
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(f"summary {out / 'summary.json'}; stage times (s): {stages.times}")

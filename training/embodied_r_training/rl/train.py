@@ -279,6 +279,7 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     from peft import LoraConfig
     from trl import GRPOTrainer
 
+    from .option_rotation import with_rotated_options
     from .rewards import ConsistencyConfig, ConsistencyReward, StagedReward
 
     args = grpo_arguments(config)
@@ -286,6 +287,8 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     # Data first: a data-set problem fails before minutes of model loading.
     tokenizer = load_tokenizer(config, start)
     train_dataset = load_split(config, config.data.train_split, tokenizer)
+    if config.data.rotate_options:
+        train_dataset = with_rotated_options(train_dataset, config.seed)
     eval_dataset = load_split(config, config.data.eval_split, tokenizer) if config.data.eval_split else None
     model = load_model(config, start)
     reference = build_reference(config)

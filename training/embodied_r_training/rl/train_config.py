@@ -56,6 +56,9 @@ class DataSection:
     eval_split: str = ""  # e.g. "val": evaluated every eval_steps if grpo.eval_strategy says so
     max_prompt_tokens: int = 6144  # the paper's input limit; longer prompts are left out and counted
     limit: int = 0  # use only the first N training rows (0 = all); for smoke runs
+    # GRPO only: each completion of a group sees the options in another rotation, so the right option
+    # sits under every letter equally often (option_rotation.py); off = the data set's order, as the paper
+    rotate_options: bool = False
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 1 or self.limit < 0:
