@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ def experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The experiment module with REPO pointing at a fresh git repository holding one config file."""
     spec = importlib.util.spec_from_file_location("smollm2_grpo_under_test", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     repo = tmp_path / "repo"
     repo.mkdir()

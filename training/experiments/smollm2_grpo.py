@@ -20,7 +20,10 @@ separates perception from reasoning. It is not a VLM and no figure here is a VLM
      (``method: sft``), the same budget in questions seen (warm start + GRPO prompts);
    * ``--parts ood``: the same pair trained on indoor scenes only and on outdoor scenes only;
    * ``--parts rotate``: ``grpo_all_rotated``, GRPO as ``grpo_all`` but each completion of a group sees
-     the options in another rotation (``data.rotate_options``), against the main table's systems.
+     the options in another rotation (``data.rotate_options``), against the main table's systems;
+   * ``--parts curriculum``: ``grpo_all_curriculum``, GRPO with rotated options and a curriculum by task
+     (:data:`CURRICULUM`: counting first, then the metric read-offs, then every task), against the main
+     table's systems and the rotated run.
 3. Evaluation (``embodied-r eval`` on the held-out test scenes, greedy, the GRPO completion length):
    chance, untrained SmolLM2, warm start only, GRPO, SFT; with ``ood`` each indoor/outdoor-trained model on
    both test sets. ``embodied-r compare`` makes the table with 95 % bootstrap intervals and paired
@@ -48,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +76,37 @@ LABELS = {
     "grpo": "GRPO (staged rewards)",
     "sft": "SFT (same questions)",
 }
-# Training variants (``--parts rotate``): run-name suffix -> config overrides and table label.
-VARIANTS = {"rotated": ["data.rotate_options=true"]}
-ROTATED_LABEL = "GRPO, rotated options"
+# Curriculum by task (``--parts curriculum``) over the 48 steps: questions whose answer can be read off the
+# descriptions first (counting the entries of a category), then the metric ones (sizes and distances the
+# descriptions give in metres), then every task (directions, order, turns, route).
+CURRICULUM = (
+    "[{start_step: 0, tasks: [object_count]},"
+    " {start_step: 16, tasks: [object_count, object_size, abs_distance, ego_distance]},"
+    " {start_step: 32, tasks: all}]"
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A GRPO run like ``grpo_all`` with config ``overrides``: ``grpo_all_<suffix>``, evaluated as
+    ``grpo_<suffix>``, in a table of its own next to the main table's systems and ``baselines`` (more
+    evaluations it is compared with)."""
+
+    suffix: str
+    overrides: tuple[str, ...]
+    label: str
+    baselines: tuple[str, ...] = ()
+
+
+# Training variants: --parts name -> variant.
+VARIANTS = {
+    "rotate": Variant("rotated", ("data.rotate_options=true",), "GRPO, rotated options"),
+    "curriculum": Variant(
+        "curriculum", ("data.rotate_options=true", f"curriculum={CURRICULUM}"),
+        "GRPO, rotated options + curriculum", baselines=("grpo_rotated",),
+    ),
+}  # fmt: skip
+VARIANTS_BY_EVAL = {f"grpo_{v.suffix}": v for v in VARIANTS.values()}
 
 
 def cli(args: list[str]) -> None:
@@ -274,11 +306,11 @@ def train_runs(
     envs: list[str],
     methods: list[str],
     needed: Any = lambda name: True,
-    variant: str = "",
+    variant: Variant | None = None,
 ) -> dict[str, Path]:
     """``methods`` (grpo, sft) on each training set in ``envs`` ("all", "indoor", "outdoor"), those
     ``needed(name)`` says are (a run whose evaluations were all restored is not); returns run name -> dir.
-    ``variant`` (a key of :data:`VARIANTS`) adds its overrides and suffixes the run names."""
+    ``variant`` (a value of :data:`VARIANTS`) adds its overrides and suffixes the run names."""
     from embodied_r_training.rl.train import NODE_PARAMS, train
     from embodied_r_training.rl.train_config import load_train_config
 
@@ -286,10 +318,10 @@ def train_runs(
     runs: dict[str, Path] = {}
     for env in envs:
         for method in methods:
-            name = f"{method}_{env}" + (f"_{variant}" if variant else "")
+            name = f"{method}_{env}" + (f"_{variant.suffix}" if variant else "")
             run_dir = out / "runs" / name
             overrides = [f"output_dir={run_dir}", f"data.path={data[f'train_{env}']}", f"model={args.model}"]
-            overrides += VARIANTS[variant] if variant else []
+            overrides += list(variant.overrides) if variant else []
             if method == "sft":
                 overrides += ["method=sft", f"warm_start.steps={sft_steps(base)}"]
             config = load_train_config(args.config, overrides)
@@ -307,12 +339,12 @@ def train_runs(
 # Evaluation
 
 
-def systems(args: argparse.Namespace, env: str, variant: str = "") -> dict[str, list[str]]:
+def systems(args: argparse.Namespace, env: str, variant: Variant | None = None) -> dict[str, list[str]]:
     """The eval arguments of each system trained on ``env`` (plus chance/untrained for "all")."""
     from embodied_r_training.rl.warm_start import WARM_START_DIR
 
     runs = args.out.resolve() / "runs"
-    suffix = f"_{variant}" if variant else ""
+    suffix = f"_{variant.suffix}" if variant else ""
     grpo, sft = runs / f"grpo_{env}{suffix}", runs / f"sft_{env}"
     found = {
         "warm": ["--lm", str(grpo / WARM_START_DIR)],
@@ -438,37 +470,40 @@ def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str,
     return table
 
 
-def rotate_table(
-    out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages, kept: KeptResults
+def variant_table(
+    out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages, kept: KeptResults, part: str
 ) -> dict[str, Any]:
-    """GRPO with rotated options (``grpo_all_rotated``) next to the main table's systems, whose
-    evaluations must be in OUT/eval already (``--parts main,rotate``, or restored from the kept results)."""
+    """The GRPO variant of ``--parts PART`` (:data:`VARIANTS`) next to the main table's systems and its
+    baselines, whose evaluations must be in OUT/eval already (``--parts main,...``, or restored from the
+    kept results). Writes ``OUT/tables/PART/`` and ``smollm2_<suffix>*.png`` figures."""
     from embodied_r_training.eval.compare import compare, load_run, write_comparison
     from embodied_r_training.eval.plots import plot_training_curves
 
-    evals = {key: out / "eval" / key for key in LABELS}
-    restorable(kept, list(LABELS))
+    variant = VARIANTS[part]
+    name = f"grpo_{variant.suffix}"
+    labels = {**LABELS, **{b: VARIANTS_BY_EVAL[b].label for b in variant.baselines}, name: variant.label}
+    evals = {key: out / "eval" / key for key in labels if key != name}
+    restorable(kept, list(evals))
     missing = [key for key, path in evals.items() if not (path / "metrics.json").is_file()]
     if missing:
         raise SystemExit(
-            f"--parts rotate compares with the main table's systems; {', '.join(missing)} have no "
-            f"evaluation in {out / 'eval'}: run with --parts main,rotate"
+            f"--parts {part} compares with {', '.join(evals)}; {', '.join(missing)} have no evaluation in "
+            f"{out / 'eval'}: run their parts first (e.g. --parts main,rotate,{part})"
         )
-    needed = "grpo_rotated" not in restorable(kept, ["grpo_rotated"])
-    runs = train_runs(out, args, data, stages, ["all"], ["grpo"], lambda run: needed, variant="rotated")
-    system = systems(args, "all", variant="rotated")["grpo"]
-    evals["grpo_rotated"] = evaluate(out, args, data["test_all"], "grpo_rotated", system, stages, kept)
-    labels = {**LABELS, "grpo_rotated": ROTATED_LABEL}
-    result = compare([load_run(f"{labels[k]}={p}") for k, p in evals.items()],
-                     [LABELS["untrained"], LABELS["warm"], LABELS["grpo"]])  # fmt: skip
-    files = write_comparison(result, out / "tables" / "rotate")
-    run_dir = runs["grpo_all_rotated"]
+    needed = name not in restorable(kept, [name])
+    runs = train_runs(out, args, data, stages, ["all"], ["grpo"], lambda run: needed, variant=variant)
+    system = systems(args, "all", variant=variant)["grpo"]
+    evals[name] = evaluate(out, args, data["test_all"], name, system, stages, kept)
+    against = [LABELS["untrained"], LABELS["warm"], LABELS["grpo"]] + [labels[b] for b in variant.baselines]
+    result = compare([load_run(f"{labels[k]}={p}") for k, p in evals.items()], against)
+    files = write_comparison(result, out / "tables" / part)
+    run_dir = runs[f"grpo_all_{variant.suffix}"]
     curves = plot_training_curves(grpo_log(run_dir, kept), run_dir / "plots")
     args.figures.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(files[2], args.figures / "smollm2_rotated.png")
+    shutil.copyfile(files[2], args.figures / f"smollm2_{variant.suffix}.png")
     for curve in curves:
-        shutil.copyfile(curve, args.figures / f"smollm2_rotated_{curve.name}")
-    print((out / "tables" / "rotate" / "comparison.md").read_text())
+        shutil.copyfile(curve, args.figures / f"smollm2_{variant.suffix}_{curve.name}")
+    print((out / "tables" / part / "comparison.md").read_text())
     return result
 
 
@@ -484,8 +519,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=REPO / ".cache" / "models" / "smollm2",
                         help="the converted SmolLM2 directory (built here when missing)")  # fmt: skip
     parser.add_argument(
-        "--parts", default="main,ood,rotate",
-        help="main (all scenes), ood (indoor vs outdoor), rotate (GRPO with rotated options)",
+        "--parts", default="main,ood,rotate,curriculum",
+        help="main (all scenes), ood (indoor vs outdoor), rotate (GRPO with rotated options), curriculum "
+        "(rotated options + curriculum by task)",
     )
     parser.add_argument("--train-scenes", type=int, default=12, help="training scenes per environment")
     parser.add_argument(
@@ -525,8 +561,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"main", "ood", "rotate", "data"}:
-        raise SystemExit(f"--parts takes main, ood and/or rotate (or data), got {args.parts!r}")
+    if not parts <= {"main", "ood", *VARIANTS, "data"}:
+        raise SystemExit(f"--parts takes main, ood, {', '.join(VARIANTS)} (or data), got {args.parts!r}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     config = load_train_config(args.config)
@@ -584,8 +620,9 @@ def main() -> int:
                     )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])
-    if "rotate" in parts:
-        summary["tables"]["rotate"] = rotate_table(out, args, data, stages, kept)
+    for part in VARIANTS:  # in order: a variant may compare with an earlier one
+        if part in parts:
+            summary["tables"][part] = variant_table(out, args, data, stages, kept, part)
     summary["times_s"] = stages.times
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(f"summary {out / 'summary.json'}; stage times (s): {stages.times}")

@@ -72,13 +72,14 @@ def rotate_record(record: dict[str, Any], order: Sequence[int]) -> dict[str, Any
     prompt = copy.deepcopy(record["prompt"])
     users = [m for m in prompt if m.get("role") == "user"]
     content = users[-1].get("content") if users else None
-    if not isinstance(content, str) or not content.rstrip().endswith(old_block):
+    body = content.rstrip() if isinstance(content, str) else ""
+    if not body.endswith(old_block):
         raise ConfigError(
             f"data-set row {record.get('id')!r}: its prompt does not end with the question block its "
             "question and options make (a data set written by another prompt version?); rebuild it with "
             "embodied-r prepare, or set data.rotate_options: false"
         )
-    cut = content.rstrip().rfind(old_block)
+    cut = body.rfind(old_block)
     users[-1]["content"] = content[:cut] + new_block + content[cut + len(old_block) :]
     rotated = dict(record)
     rotated.update(

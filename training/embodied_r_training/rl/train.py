@@ -25,7 +25,7 @@ from typing import Any
 
 from embodied_r_ros.config import ConfigError, ModelConfig
 
-from .train_config import TrainConfig, load_train_config, required_columns
+from .train_config import TrainConfig, check_batch_shape, load_train_config, required_columns
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +264,8 @@ def grpo_arguments(config: TrainConfig) -> Any:
     values.setdefault("logging_steps", 1)  # every reward, every step
     values.setdefault("save_strategy", "epoch")
     values.setdefault("report_to", "none")
+    if config.curriculum is not None:
+        values["shuffle_dataset"] = False  # the curriculum laid the rows out in step order
     try:
         return GRPOConfig(output_dir=config.output_dir, seed=config.seed, **values)
     except (ValueError, TypeError) as exc:
@@ -279,6 +281,7 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     from peft import LoraConfig
     from trl import GRPOTrainer
 
+    from .curriculum import prompts_per_step, with_curriculum
     from .option_rotation import with_rotated_options
     from .rewards import ConsistencyConfig, ConsistencyReward, StagedReward
 
@@ -287,6 +290,12 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     # Data first: a data-set problem fails before minutes of model loading.
     tokenizer = load_tokenizer(config, start)
     train_dataset = load_split(config, config.data.train_split, tokenizer)
+    if config.curriculum is not None:
+        per_step = prompts_per_step(check_batch_shape(config), args.num_generations, args.num_iterations)
+        where = f"split {config.data.train_split!r} of {config.data.path}"
+        train_dataset = with_curriculum(
+            train_dataset, config.curriculum, args.max_steps, per_step, config.seed, where
+        )
     if config.data.rotate_options:
         train_dataset = with_rotated_options(train_dataset, config.seed)
     eval_dataset = load_split(config, config.data.eval_split, tokenizer) if config.data.eval_split else None

@@ -12,6 +12,8 @@ A config file (``training/configs/*.yaml``) has these top-level keys; anything e
 * ``reference``: :class:`ReferenceSection`, the frozen model of the consistency reward.
 * ``rewards``: the staged format:accuracy:consistency weights (:meth:`RewardSchedule.from_list`); the
   paper's schedule when absent.
+* ``curriculum``: optional stages of tasks by step, easy tasks first (:class:`~.curriculum.Curriculum`);
+  absent = TRL's shuffled order, as in the paper.
 * ``grpo``: keyword arguments of TRL's ``GRPOConfig`` (learning_rate, beta, num_generations, ...).
   Unknown ones are an error; ``output_dir`` is taken from the top level.
 * ``seed``: one seed for sampling, data order and initialisation.
@@ -34,6 +36,7 @@ from typing import Any
 
 from embodied_r_ros.config import ConfigError, ModelConfig, from_dict
 
+from .curriculum import Curriculum
 from .schedule import PAPER_STAGES, RewardSchedule
 from .warm_start import WarmStartSection
 
@@ -41,7 +44,7 @@ REFERENCE_BACKENDS = ("policy", "transformers", "openai")
 METHODS = ("grpo", "sft")
 TOP_LEVEL_KEYS = (
     "base", "model", "output_dir", "data", "warm_start", "lora", "reference", "rewards", "grpo", "seed",
-    "method",
+    "method", "curriculum",
 )  # fmt: skip
 # GRPOConfig keys the trainer sets itself: a value in the config would be silently overridden.
 OWNED_GRPO_KEYS = ("output_dir", "seed", "reward_weights", "remove_unused_columns")
@@ -135,6 +138,7 @@ class TrainConfig:
     grpo: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     method: str = "grpo"  # "grpo", or "sft": supervised steps on the answers only (see the module docstring)
+    curriculum: Curriculum | None = None  # GRPO prompts by task, easy first; None = TRL's shuffled order
     source: str = ""  # the file(s) it was read from, for messages
 
     @property
@@ -233,6 +237,7 @@ def build_train_config(data: Mapping[str, Any], source: str = "") -> TrainConfig
         }
         stages = data.get("rewards")
         schedule = RewardSchedule(PAPER_STAGES) if stages is None else RewardSchedule.from_list(stages)
+        curriculum = None if data.get("curriculum") is None else Curriculum.from_list(data["curriculum"])
     except ConfigError as exc:
         raise ConfigError(f"{source or 'training config'}: {exc}") from exc
     grpo = dict(data.get("grpo") or {})
@@ -271,11 +276,39 @@ def build_train_config(data: Mapping[str, Any], source: str = "") -> TrainConfig
         )
     config = TrainConfig(
         model=model, output_dir=str(data.get("output_dir") or "out/train"), schedule=schedule, grpo=grpo,
-        seed=seed, method=method, source=source, **sections,
+        seed=seed, method=method, curriculum=curriculum, source=source, **sections,
     )  # fmt: skip
     check_batch_shape(config)
+    check_curriculum(config)
     check_reference(config)
     return config
+
+
+def check_curriculum(config: TrainConfig) -> None:
+    """A curriculum lays GRPO's prompts out step by step: it needs ``grpo.max_steps`` and TRL's sampler
+    keeping the data set's order; SFT does not read it."""
+    if config.curriculum is None:
+        return
+    if config.method != "grpo":
+        raise ConfigError(
+            f"{config.source}: curriculum orders GRPO prompts; method {config.method} would ignore it"
+        )
+    max_steps = config.grpo.get("max_steps", -1)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ConfigError(
+            f"{config.source}: curriculum needs grpo.max_steps >= 1 (its stages start at steps), got "
+            f"{max_steps!r}"
+        )
+    last = config.curriculum.stages[-1].start_step
+    if last >= max_steps:
+        raise ConfigError(
+            f"{config.source}: the last curriculum stage starts at step {last}, not before "
+            f"grpo.max_steps={max_steps}; every stage needs steps"
+        )
+    if config.grpo.get("shuffle_dataset"):
+        raise ConfigError(
+            f"{config.source}: grpo.shuffle_dataset: true would undo the curriculum's order; leave it out"
+        )
 
 
 def check_reference(config: TrainConfig) -> None:
@@ -338,4 +371,5 @@ def required_columns(config: TrainConfig) -> tuple[str, ...]:
     """The data-set columns training reads (the consistency reward adds question and options)."""
     from ..data.schema import CONSISTENCY, TRAINING
 
-    return (*TRAINING, *CONSISTENCY) if config.weights_consistency else TRAINING
+    columns = (*TRAINING, *CONSISTENCY) if config.weights_consistency else TRAINING
+    return (*columns, "task") if config.curriculum is not None else columns
