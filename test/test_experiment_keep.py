@@ -37,7 +37,7 @@ def test_results_are_restored_only_while_their_code_is_unchanged(experiment, tmp
     out, root = tmp_path / "out", repo / "kept"
     config = repo / "config.yaml"
     metrics = out / "eval" / "grpo" / "metrics.json"
-    metrics.parent.mkdir(parents=True)
+    module.KeptResults(root, out, config).claim(metrics.parent)  # what evaluate() does before computing
     metrics.write_text(json.dumps({"mc_accuracy": 0.5}))
     module.KeptResults(root, out, config).keep("eval", "grpo", {"metrics.json": metrics})
     provenance = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
@@ -59,3 +59,32 @@ def test_results_are_restored_only_while_their_code_is_unchanged(experiment, tmp
     module.KeptResults(root, out, config).keep("eval", "sft", {"metrics.json": other})
     assert not (root / "eval" / "sft").exists()
     assert module.KeptResults(None, out, config).restore("eval", "grpo", ("metrics.json",)) is False
+
+
+def test_a_result_other_code_left_in_out_is_set_aside_not_kept(experiment, tmp_path: Path) -> None:
+    module, repo = experiment
+    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
+    old = out / "eval" / "grpo"
+    old.mkdir(parents=True)
+    (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))  # no provenance: an earlier run's
+    kept = module.KeptResults(root, out, config)
+    assert not kept.vouched(old)
+    kept.keep("eval", "grpo", {"metrics.json": old / "metrics.json"})
+    assert not (root / "eval" / "grpo").exists()  # it would be labelled with code that did not make it
+
+    kept.claim(old)  # before evaluate() recomputes: the old result moves aside, nothing is lost
+    assert not (old / "metrics.json").exists() and kept.vouched(old)
+    (aside,) = (out / "eval").glob("grpo.stale-*")
+    assert json.loads((aside / "metrics.json").read_text()) == {"mc_accuracy": 0.1}
+    (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
+    kept.claim(old)  # a resumed run of the same code finds its own result and keeps it
+    assert json.loads((old / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
+    kept.keep("eval", "grpo", {"metrics.json": old / "metrics.json"})
+    assert (root / "eval" / "grpo" / "provenance.json").is_file()
+
+    # A valid kept result replaces an older one in another OUT instead of being shadowed by it.
+    other = tmp_path / "other" / "eval" / "grpo"
+    other.mkdir(parents=True)
+    (other / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))
+    assert module.KeptResults(root, tmp_path / "other", config).restore("eval", "grpo", ("metrics.json",))
+    assert json.loads((other / "metrics.json").read_text()) == {"mc_accuracy": 0.5}

@@ -39,7 +39,9 @@ finished evaluation (metrics, predictions) and each GRPO run's log is copied the
 commit it ran from and the repository files it depended on (every module of the project the process had
 loaded, the config, this script). A later run restores a kept result instead of recomputing it only while
 ``git diff`` shows none of those files changed since that commit, and skips a training run whose
-evaluations are all restored. Any change to the code or the data it reads means a rerun.
+evaluations are all restored. Any change to the code or the data it reads means a rerun. Results in OUT
+carry the same record (``provenance.json`` in each evaluation and run directory): one that other code left
+there is moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept as this code's.
 """
 
 from __future__ import annotations
@@ -187,17 +189,45 @@ class KeptResults:
         return {"commit": self.commit, "files": files, "kept": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     def _valid(self, kept: Path) -> bool:
-        """Whether the result in ``kept`` came from code identical to the working tree's, file by file."""
+        """Whether the result in ``kept`` (a kept or an OUT directory) came from code identical to the
+        working tree's, file by file."""
         try:
             provenance = json.loads((kept / "provenance.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
         diff = _git("diff", "--quiet", provenance["commit"], "--", *provenance["files"])
         if diff.returncode != 0:
-            logger.info("kept %s is stale (code changed since %s or commit unknown): recomputing",
-                        kept.relative_to(self.root), provenance["commit"][:10])  # fmt: skip
+            logger.info("%s is stale (code changed since %s or commit unknown): recomputing", kept,
+                        provenance["commit"][:10])  # fmt: skip
             return False
         return True
+
+    def _set_aside(self, target: Path) -> None:
+        """Move an OUT directory that other code wrote (no provenance, or its code changed since) aside,
+        so that it is neither reused nor kept as this code's result; nothing is deleted."""
+        if self.root is None or not target.exists() or self._valid(target):
+            return
+        aside = target.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+        logger.warning("%s was made by other code (no provenance, or the code changed since): moved to %s",
+                       target, aside)  # fmt: skip
+        target.rename(aside)
+
+    def claim(self, target: Path) -> None:
+        """Before a stage computes into the OUT directory ``target``: set aside what other code left there
+        and record this code's state in it, so that a result found there later (a resumed run) is reused and
+        kept only when this code made it. Does nothing when results are not kept (``--no-keep``, or
+        uncommitted changes to the code: then OUT is reused as it is)."""
+        provenance = self._provenance()
+        if provenance is None:
+            return
+        self._set_aside(target)
+        target.mkdir(parents=True, exist_ok=True)
+        if not (target / "provenance.json").is_file():
+            (target / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
+
+    def vouched(self, target: Path) -> bool:
+        """Whether the OUT directory ``target`` holds this code's results (always, when nothing is kept)."""
+        return self._provenance() is None or self._valid(target)
 
     def restore(self, kind: str, name: str, files: tuple[str, ...]) -> bool:
         """Copy a kept, still valid result (``kind`` eval or runs) into OUT; True when it was restored."""
@@ -206,16 +236,23 @@ class KeptResults:
         kept, target = self.root / kind / name, self.out / kind / name
         if not all((kept / f).is_file() for f in files) or not self._valid(kept):
             return False
+        self._set_aside(target)  # an older result in OUT must not shadow the kept one
         target.mkdir(parents=True, exist_ok=True)
-        for f in files:
+        for f in (*files, "provenance.json"):
             if not (target / f).is_file():
                 shutil.copyfile(kept / f, target / f)
         return True
 
     def keep(self, kind: str, name: str, files: dict[str, Path]) -> None:
-        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance."""
+        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance.
+
+        Only results this code made: their OUT directory (``OUT/kind/name``) must carry a valid provenance
+        (:meth:`claim` or :meth:`restore` wrote it)."""
         provenance = self._provenance()
         if provenance is None or not all(p.is_file() for p in files.values()):
+            return
+        if not self._valid(self.out / kind / name):
+            logger.warning("not keeping %s: nothing there says this code made it", self.out / kind / name)
             return
         kept = self.root / kind / name  # type: ignore[operator]
         if (kept / "provenance.json").is_file() and self._valid(kept):
@@ -303,6 +340,7 @@ def train_runs(
     args: argparse.Namespace,
     data: dict[str, Path],
     stages: Stages,
+    kept: KeptResults,
     envs: list[str],
     methods: list[str],
     needed: Any = lambda name: True,
@@ -326,6 +364,7 @@ def train_runs(
                 overrides += ["method=sft", f"warm_start.steps={sft_steps(base)}"]
             config = load_train_config(args.config, overrides)
             if needed(name):
+                kept.claim(run_dir)  # a run that other code left is set aside, one of this code resumes
                 stages.run(
                     f"train {name}", run_dir / "final" / NODE_PARAMS, lambda c=config: train(c, resume=True)
                 )
@@ -380,7 +419,8 @@ def evaluate(
         "--dtype",
         args.eval_dtype,
     ]
-    kept.restore("eval", name, KEPT_EVAL_FILES)
+    if not kept.restore("eval", name, KEPT_EVAL_FILES):
+        kept.claim(target)
     stages.run(f"eval {name}", target / "metrics.json", lambda: cli([*command, *system]))
     kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
     return target
@@ -484,14 +524,14 @@ def variant_table(
     labels = {**LABELS, **{b: VARIANTS_BY_EVAL[b].label for b in variant.baselines}, name: variant.label}
     evals = {key: out / "eval" / key for key in labels if key != name}
     restorable(kept, list(evals))
-    missing = [key for key, path in evals.items() if not (path / "metrics.json").is_file()]
+    missing = [k for k, p in evals.items() if not (p / "metrics.json").is_file() or not kept.vouched(p)]
     if missing:
         raise SystemExit(
-            f"--parts {part} compares with {', '.join(evals)}; {', '.join(missing)} have no evaluation in "
-            f"{out / 'eval'}: run their parts first (e.g. --parts main,rotate,{part})"
+            f"--parts {part} compares with {', '.join(evals)}; {', '.join(missing)} have no evaluation by "
+            f"this code in {out / 'eval'}: run their parts first (e.g. --parts main,rotate,{part})"
         )
     needed = name not in restorable(kept, [name])
-    runs = train_runs(out, args, data, stages, ["all"], ["grpo"], lambda run: needed, variant=variant)
+    runs = train_runs(out, args, data, stages, kept, ["all"], ["grpo"], lambda run: needed, variant=variant)
     system = systems(args, "all", variant=variant)["grpo"]
     evals[name] = evaluate(out, args, data["test_all"], name, system, stages, kept)
     against = [LABELS["untrained"], LABELS["warm"], LABELS["grpo"]] + [labels[b] for b in variant.baselines]
@@ -583,11 +623,11 @@ def main() -> int:
         # GRPO and its baselines first, then the SFT comparison: the main table is ready soonest.
         restored = restorable(kept, list(LABELS))
         needed = {"grpo_all": not {"warm", "grpo"} <= restored, "sft_all": "sft" not in restored}
-        runs = train_runs(out, args, data, stages, ["all"], ["grpo"], needed.get)
+        runs = train_runs(out, args, data, stages, kept, ["all"], ["grpo"], needed.get)
         evals = {}
         for key, system in systems(args, "all").items():
             if key == "sft":
-                runs.update(train_runs(out, args, data, stages, ["all"], ["sft"], needed.get))
+                runs.update(train_runs(out, args, data, stages, kept, ["all"], ["sft"], needed.get))
             evals[key] = evaluate(out, args, data["test_all"], key, system, stages, kept)
         result = compare([load_run(f"{LABELS[k]}={p}") for k, p in evals.items()],
                          [LABELS["untrained"], LABELS["warm"]])  # fmt: skip
@@ -612,7 +652,7 @@ def main() -> int:
             for key in ("grpo", "sft"):
                 mine = {k: n for k, n in names.items() if k[:2] == (key, train_env)}
                 needed = any(name not in restored for name in mine.values())
-                train_runs(out, args, data, stages, [train_env], [key], lambda run, n=needed: n)
+                train_runs(out, args, data, stages, kept, [train_env], [key], lambda run, n=needed: n)
                 for (_, _, test_env), name in mine.items():
                     system = systems(args, train_env)[key]
                     results[(key, train_env, test_env)] = evaluate(
