@@ -3,7 +3,7 @@
 One command reproduces the whole table and the plots (resumable: each finished stage is skipped, an
 interrupted GRPO run continues from its last checkpoint):
 
-    python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood,rotate]
+    python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood,rotate,curriculum]
 
 Perception is simulator ground truth (``prepare --vlm-backend ground_truth``): a measuring instrument that
 says what a perfect VLM would say, so the numbers measure the REASONER, as in the paper's analysis that
