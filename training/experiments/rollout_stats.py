@@ -1,9 +1,9 @@
 """Side by side: how GRPO runs behaved (rollouts, by block of steps) and what their greedy models answer.
 
     python training/experiments/rollout_stats.py \
-        --run "fixed=training/experiments/results/smollm2/runs/grpo_all" \
+        --run "fixed=results/smollm2/runs/grpo_all" \
         --run "rotated=out/smollm2/runs/grpo_all_rotated" \
-        --eval "fixed=training/experiments/results/smollm2/eval/grpo" \
+        --eval "fixed=results/smollm2/eval/grpo" \
         --eval "rotated=out/smollm2/eval/grpo_rotated" [--block 8]
 
 ``--run LABEL=DIR``: a GRPO output directory (its checkpoints) or one holding ``log_history.json``; per block

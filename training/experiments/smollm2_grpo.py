@@ -33,7 +33,7 @@ Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json}`
 curves of the GRPO run in ``OUT/runs/grpo_all/plots/``, ``OUT/summary.json`` (settings, stage times), and
 copies the figures to ``--figures`` (default docs/figures/).
 
-Results kept across machines (``--results``, default ``training/experiments/results/smollm2``, committed):
+Results kept across machines (``--results``, default ``results/smollm2``, committed):
 on 2 CPU cores the whole experiment takes longer than one working session on a fresh machine, so each
 finished evaluation (metrics, predictions) and each GRPO run's log is copied there with its provenance: the
 commit it ran from and the repository files it depended on (every module of the project the process had
@@ -61,7 +61,7 @@ logger = logging.getLogger("smollm2_grpo")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "smollm2_cpu.yaml"
-DEFAULT_RESULTS = REPO / "training" / "experiments" / "results" / "smollm2"
+DEFAULT_RESULTS = REPO / "results" / "smollm2"
 KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed. Test seeds are never used for training data.
