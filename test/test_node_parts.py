@@ -1,4 +1,4 @@
-"""The node's ROS-free parts: pose history, query worker, parameter table and YAML, launch file, report."""
+"""The node's ROS-free parts: pose history, query worker, questions, parameters, launch file, report."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from embodied_r_ros.cli.report import (
     render_report,
     write_report,
 )
-from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
+from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig, QueryConfig
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions
@@ -46,10 +46,11 @@ from embodied_r_ros.ros.query_worker import (
     DONE,
     TIMEOUT,
     QueryAbandoned,
-    QueryRequest,
     QueryWorker,
     QueueFullError,
 )
+from embodied_r_ros.ros.questions import QueryRequest, RequestTooLargeError, check_size
+from embodied_r_ros.windows import Window
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +111,7 @@ class Gate:
         self.entered.set()
         assert self.open.wait(10)
         job.report("after", 0.9)
-        return job.request.question.upper()
+        return job.payload.upper()
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def gated():
 def test_worker_answers_in_order_and_reports_progress(gated):
     gate, worker, finished = gated
     gate.open.set()
-    first = worker.submit(QueryRequest("a"), timeout_s=10)
+    first = worker.submit("a", timeout_s=10)
     assert first.wait(10) and first.delivered and first.result == "A"
     assert first.next_event(0) == ("start", 0.1) and first.next_event(0) == ("after", 0.9)
     assert [job.id for job in finished] == [first.id]
@@ -134,14 +135,14 @@ def test_worker_answers_in_order_and_reports_progress(gated):
 
 def test_worker_queue_bound_gives_busy_at_once(gated):
     gate, worker, finished = gated
-    running = worker.submit(QueryRequest("a"), timeout_s=10)
+    running = worker.submit("a", timeout_s=10)
     assert gate.entered.wait(10)
-    waiting = worker.submit(QueryRequest("b"), timeout_s=10)
+    waiting = worker.submit("b", timeout_s=10)
     with pytest.raises(QueueFullError, match="busy"):
-        worker.submit(QueryRequest("c"), timeout_s=10)
+        worker.submit("c", timeout_s=10)
     # Abandoning the waiting job frees its place at once.
     assert worker.abandon(waiting, CANCELLED) and waiting.state == ABANDONED and worker.waiting == 0
-    third = worker.submit(QueryRequest("c"), timeout_s=10)
+    third = worker.submit("c", timeout_s=10)
     gate.open.set()
     assert running.wait(10) and third.wait(10)
     assert running.result == "A" and third.result == "C"
@@ -150,12 +151,12 @@ def test_worker_queue_bound_gives_busy_at_once(gated):
 
 def test_worker_timeout_drops_the_running_result_and_stays_usable(gated):
     gate, worker, finished = gated
-    job = worker.submit(QueryRequest("slow"), timeout_s=0.3)
+    job = worker.submit("slow", timeout_s=0.3)
     assert gate.entered.wait(10)
     assert not job.wait(0.5)
     assert worker.abandon(job, TIMEOUT) and job.state == ABANDONED
     gate.open.set()
-    later = worker.submit(QueryRequest("next"), timeout_s=10)
+    later = worker.submit("next", timeout_s=10)
     assert later.wait(10) and later.delivered and later.result == "NEXT"
     # The timed-out job ran on in the background; the stage after the gate saw it was abandoned.
     abandoned = next(j for j in finished if j.id == job.id)
@@ -164,9 +165,9 @@ def test_worker_timeout_drops_the_running_result_and_stays_usable(gated):
 
 def test_worker_deadline_without_a_waiter_and_expiry_in_the_queue(gated):
     gate, worker, finished = gated
-    fire_and_forget = worker.submit(QueryRequest("a"), timeout_s=0.2)
+    fire_and_forget = worker.submit("a", timeout_s=0.2)
     assert gate.entered.wait(10)
-    queued = worker.submit(QueryRequest("b"), timeout_s=0.2)
+    queued = worker.submit("b", timeout_s=0.2)
     time.sleep(0.4)
     gate.open.set()
     assert fire_and_forget.wait(10) and queued.wait(10)
@@ -179,13 +180,13 @@ def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs(
     ran = []
 
     def handler(job):
-        if job.request.question == "bad":
+        if job.payload == "bad":
             raise ValueError("no frames")
         return "ok"
 
     worker = QueryWorker(handler, queue_length=0)
     try:
-        bad = worker.submit(QueryRequest("bad"), timeout_s=5)
+        bad = worker.submit("bad", timeout_s=5)
         assert bad.wait(5) and bad.state == DONE and isinstance(bad.error, ValueError) and not bad.delivered
         done = threading.Event()
         worker.submit_idle(lambda: ran.append("idle"))
@@ -196,7 +197,56 @@ def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs(
     finally:
         worker.close()
     with pytest.raises(QueueFullError, match="shut down"):
-        worker.submit(QueryRequest("late"), timeout_s=1)
+        worker.submit("late", timeout_s=1)
+
+
+def test_worker_hands_the_payload_to_the_handler_untouched():
+    payload = object()  # the worker never looks inside (no question, no size)
+    worker = QueryWorker(lambda job: job.payload)
+    try:
+        job = worker.submit(payload, timeout_s=5)
+        assert job.wait(5) and job.delivered and job.payload is payload and job.result is payload
+    finally:
+        worker.close()
+
+
+# ----------------------------------------------------------------------------------------- questions
+
+
+SMALL_QUERY = QueryConfig(max_question_chars=10, max_options=2, max_option_chars=5)
+
+
+def test_questions_at_the_size_bounds_pass():
+    check_size(QueryRequest("x" * 10, ("a" * 5, "b")), SMALL_QUERY)
+
+
+@pytest.mark.parametrize(
+    ("request_", "words"),
+    [
+        (
+            QueryRequest("x" * 11),
+            "question too long: 11 characters, this node accepts at most 10 (query.max_question_chars)",
+        ),
+        (
+            QueryRequest("x", ("a", "b", "c")),
+            "too many options: 3, this node accepts at most 2 (query.max_options)",
+        ),
+        (
+            QueryRequest("x", ("a", "b" * 6)),
+            "option 2 too long: 6 characters, this node accepts at most 5 (query.max_option_chars)",
+        ),
+    ],
+)
+def test_questions_over_a_size_bound_name_it(request_: QueryRequest, words: str):
+    with pytest.raises(RequestTooLargeError) as info:
+        check_size(request_, SMALL_QUERY)
+    assert words in str(info.value)
+
+
+def test_question_window_is_the_one_it_asked_for():
+    assert QueryRequest("q").window == Window()  # 0: the node's default window
+    request = QueryRequest("q", window_s=5.0, start_ns=3 * NS_PER_S, end_ns=4 * NS_PER_S)
+    assert request.window == Window(5.0, 3 * NS_PER_S, 4 * NS_PER_S)
 
 
 # ------------------------------------------------------------------------------------- parameters

@@ -41,7 +41,7 @@ from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
-from embodied_r_ros.ros.query_worker import QueryRequest
+from embodied_r_ros.ros.questions import QueryRequest
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 WAIT_S = 30.0
@@ -506,6 +506,25 @@ def test_question_topic_is_answered_on_the_answer_topic(system):
     assert wait_for(lambda: any(a.question == "What did I see last?" for a in system.answers))
     (answer,) = [a for a in system.answers if a.question == "What did I see last?"]
     assert answer.query_id.startswith("q") and len(answer.keyframe_stamps) >= 1
+
+
+def test_topic_questions_refused_at_once_are_counted_and_never_queued(system, gate):
+    system.feed(2.0)
+    gate.close()  # a question that reached the models would wait here; a refused one never does
+    failed, busy = (system.node.stats.outcomes.get(status, 0) for status in ("failed", "busy"))
+    system.question_pub.publish(String(data="Which way did I turn? " * 200))  # over query.max_question_chars
+    assert wait_for(lambda: system.node.stats.outcomes.get("failed", 0) == failed + 1)
+    assert system.node.worker.running is None and system.node.worker.waiting == 0
+    system.question_pub.publish(String(data="First on the topic?"))
+    assert gate.entered.wait(WAIT_S)
+    system.question_pub.publish(String(data="Second on the topic?"))  # waits (query.queue_length 1)
+    assert wait_for(lambda: system.node.worker.waiting == 1)
+    system.question_pub.publish(String(data="Third on the topic?"))
+    assert wait_for(lambda: system.node.stats.outcomes.get("busy", 0) == busy + 1)
+    gate.open()
+    answered = {"First on the topic?", "Second on the topic?"}
+    assert wait_for(lambda: answered <= {a.question for a in system.answers})
+    assert "Third on the topic?" not in {a.question for a in system.answers}
 
 
 def test_oversized_questions_are_refused_at_once_and_the_node_keeps_answering(system, gate):
