@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from synth_helpers import decode_image, read_bag, stamp_ns
 from embodied_r_ros.backends.adapter_off import AdapterOff
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.cli.main import main
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, model_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FAST = ["--device", "cpu", "--max-new-tokens", "12", "--batch-size", "8", "--no-progress"]
@@ -321,10 +320,10 @@ def test_no_reference_call_when_nothing_is_correct() -> None:
 def test_adapter_off_reference_is_the_base_model(tiny_models_dir, adapter) -> None:
     from embodied_r_ros.backends import load_backend
 
-    config = ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu", max_new_tokens=8)
+    config = model_config(str(tiny_models_dir / "lm"), device="cpu", max_new_tokens=8)
     request = [[ChatMessage.text("user", "Is the chair left or right of the lamp?")]]
     base = load_backend(config, vision=False)
-    tuned = load_backend(replace(config, adapter=str(adapter)), vision=False)
+    tuned = load_backend(config.with_adapter(str(adapter)), vision=False)
     try:
         assert not np.allclose(base.first_step_logits(request), tuned.first_step_logits(request), atol=1e-4)
         assert AdapterOff(tuned).generate(request) == base.generate(request)

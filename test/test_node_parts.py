@@ -26,7 +26,14 @@ from embodied_r_ros.cli.report import (
     render_report,
     write_report,
 )
-from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig, QueryConfig
+from embodied_r_ros.config import (
+    ConfigError,
+    ModelConfig,
+    NodeConfig,
+    PerceptionConfig,
+    QueryConfig,
+    TransformersOptions,
+)
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions
@@ -39,6 +46,7 @@ from embodied_r_ros.ros.params import (
     default_parameters,
     default_parameters_yaml,
     parameter_value,
+    unknown_parameters_problem,
 )
 from embodied_r_ros.ros.query_worker import (
     ABANDONED,
@@ -272,14 +280,28 @@ def test_config_yaml_holds_every_default():
     text = (ROOT / "config" / "embodied_r.yaml").read_text()
     assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.ros.params > config/..."
     parameters = yaml.safe_load(text)[YAML_NODE_KEY]["ros__parameters"]
-    flat = {}
-    for section, values in parameters.items():
-        if isinstance(values, dict):
-            flat.update({f"{section}.{key}": value for key, value in values.items()})
-        else:
-            flat[section] = values
+
+    def flat_items(values, prefix=""):  # sections nest (vlm.transformers.device)
+        for key, value in values.items():
+            yield from (
+                flat_items(value, f"{prefix}{key}.") if isinstance(value, dict) else [(prefix + key, value)]
+            )
+
+    flat = dict(flat_items(parameters))
     assert flat == default_parameters()
     assert all(type(flat[name]) is type(value) for name, value in default_parameters().items())
+
+
+def test_parameters_that_moved_into_a_section_name_where_they_are_now():
+    # A key of an older parameters file would be dropped silently by ROS; the node names the new one.
+    problem = unknown_parameters_problem(["lm.adapter", "vlm.base_url", "camera.topic", "use_sim_time"])
+    assert problem is not None
+    assert "lm.adapter (did you mean lm.transformers.adapter?)" in problem
+    assert "vlm.base_url (did you mean vlm.openai.base_url?)" in problem
+    assert "camera.topic" not in problem and "use_sim_time" not in problem  # declared / not the node's own
+    assert unknown_parameters_problem(["camera.topic", "qos_overrides./x.depth"]) is None
+    with pytest.raises(ConfigError, match="did you mean vlm.transformers.device"):
+        parameter_value("vlm.device", "cpu")
 
 
 def test_parameter_values_are_typed_and_checked():
@@ -291,9 +313,13 @@ def test_parameter_values_are_typed_and_checked():
         parameter_value("bufer.memory_mb", "1")
     with pytest.raises(ConfigError, match="must be a int"):
         parameter_value("query.queue_length", "many")
-    config = config_from_parameters({"query.timeout_s": 5.0, "vlm.device": "cuda:1"})
-    assert isinstance(config, NodeConfig) and config.query.timeout_s == 5.0 and config.vlm.device == "cuda:1"
-    assert config.pipeline().vlm.device == "cuda:1"
+    config = config_from_parameters({"query.timeout_s": 5.0, "vlm.transformers.device": "cuda:1"})
+    assert (
+        isinstance(config, NodeConfig)
+        and config.query.timeout_s == 5.0
+        and config.vlm.transformers.device == "cuda:1"
+    )
+    assert config.pipeline().vlm.transformers.device == "cuda:1"
     with pytest.raises(ConfigError, match="camera.qos must be one of"):
         config_from_parameters({"camera.qos": "fast"})
     with pytest.raises(ConfigError, match="max_keyframes must be >="):
@@ -313,13 +339,23 @@ def test_table_ranges_and_choices_are_the_configs_checks_too():
     with pytest.raises(
         ConfigError, match=r"^model dtype must be one of auto, float32, bfloat16, float16, got 'x'$"
     ):
-        ModelConfig(dtype="x")
-    # The LM section narrows ModelConfig's backends: ground truth is perception only.
-    assert SPECS["vlm.backend"].choices == ("transformers", "openai", "ground_truth")
+        TransformersOptions(dtype="x")
+    # Both models run on the same backends; ground truth is no backend but a perceiver, and the value it
+    # took once names the parameters that replace it.
+    assert SPECS["vlm.backend"].choices == ("transformers", "openai")
     assert SPECS["lm.backend"].choices == ("transformers", "openai")
     with pytest.raises(ConfigError, match="parameter lm.backend must be one of transformers, openai, got"):
-        config_from_parameters({"lm.backend": "ground_truth"})
-    assert config_from_parameters({"vlm.backend": "ground_truth"}).vlm.backend == "ground_truth"
+        config_from_parameters({"lm.backend": "onnx"})
+    with pytest.raises(
+        ConfigError,
+        match=r"^parameter vlm.backend 'ground_truth' is no longer accepted: .* set perception.perceiver: "
+        r"ground_truth and perception.scene: ",
+    ):
+        config_from_parameters({"vlm.backend": "ground_truth"})
+    ground_truth = {"perception.perceiver": "ground_truth", "perception.scene": "/s/scene.json"}
+    assert config_from_parameters(ground_truth).pipeline().perception == PerceptionConfig(
+        "ground_truth", "/s/scene.json"
+    )
 
 
 def test_run_flags_come_from_the_parameter_table():
@@ -333,8 +369,8 @@ def test_run_flags_come_from_the_parameter_table():
         "--timeout": ("query.timeout_s",),
         "--vlm": ("vlm.model",),
         "--backend": ("vlm.backend", "lm.backend"),
-        "--device": ("vlm.device", "lm.device"),
-        "--dtype": ("vlm.dtype", "lm.dtype"),
+        "--device": ("vlm.transformers.device", "lm.transformers.device"),
+        "--dtype": ("vlm.transformers.dtype", "lm.transformers.dtype"),
         "--max-new-tokens": ("vlm.max_new_tokens", "lm.max_new_tokens"),
         "--lm": ("lm.model",),
     }
@@ -367,7 +403,7 @@ def test_run_flags_come_from_the_parameter_table():
     }
     assert type(run.parameter_overrides(args)["query.window_s"]) is float
     assert config_from_parameters(run.parameter_overrides(args)).lm.max_new_tokens == 7
-    # Only values every parameter a flag sets accepts (lm.backend cannot be ground_truth); dtype's choices.
+    # Only values the parameters a flag sets accept (ground truth is no backend); dtype's choices.
     for bad in (["--backend", "ground_truth"], ["--dtype", "int8"], ["--max-new-tokens", "many"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", *bad])
@@ -427,7 +463,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
         "compressed": ["camera.compressed"],
         "odometry_topic": ["odometry.topic"],
         "vlm": ["vlm.model"],
-        "device": ["vlm.device", "lm.device"],
+        "device": ["vlm.transformers.device", "lm.transformers.device"],
         "lm": ["lm.model"],
     }
     keep = "; empty keeps the config file's value"
@@ -469,8 +505,8 @@ def test_launch_overrides_only_the_arguments_given():
     )
     assert overrides == {
         "camera.compressed": True,
-        "vlm.device": "cuda:1",
-        "lm.device": "cuda:1",
+        "vlm.transformers.device": "cuda:1",
+        "lm.transformers.device": "cuda:1",
         "vlm.model": "/models/vlm",
         "odometry.topic": "",
     }
@@ -590,7 +626,6 @@ def test_answer_message_round_trip_through_ros_messages():
 def test_torch_threads_leave_a_core_for_the_camera():
     import torch
 
-    from embodied_r_ros.config import ModelConfig
     from embodied_r_ros.ros.node import set_torch_threads
 
     before = torch.get_num_threads()

@@ -37,7 +37,8 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
+from embodied_r_ros.cli.parts import perceivers
+from embodied_r_ros.config import ConfigError, NodeConfig, model_config
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
@@ -114,10 +115,10 @@ def ros_context(ros_domain):
 def gated_pipeline(tiny_models_dir):
     common = dict(device="cpu", dtype="float32", max_new_tokens=8)
     config = NodeConfig(
-        vlm=ModelConfig(model=str(tiny_models_dir / "vlm"), **common),
-        lm=ModelConfig(model=str(tiny_models_dir / "lm"), **common),
+        vlm=model_config(str(tiny_models_dir / "vlm"), **common),
+        lm=model_config(str(tiny_models_dir / "lm"), **common),
     )
-    pipeline = load_pipeline(config)
+    pipeline = load_pipeline(config, perceivers())
     gate = Gate()
     pipeline.perceiver.backend = GatedBackend(pipeline.perceiver.backend, gate)
     yield pipeline, gate, config
@@ -129,8 +130,8 @@ def node_parameters(config: NodeConfig, **extra) -> list[Parameter]:
     values = {
         "vlm.model": config.vlm.model,
         "lm.model": config.lm.model,
-        "vlm.device": "cpu",
-        "lm.device": "cpu",
+        "vlm.transformers.device": "cpu",
+        "lm.transformers.device": "cpu",
         "query.timeout_s": 60.0,
         "query.queue_length": 1,
         "query.window_s": 600.0,
@@ -568,6 +569,9 @@ def test_parameters_are_validated_with_reasons(system):
         ("camera.qos", "fast", "camera.qos must be one of"),
         ("buffer.memory_mb", -1.0, "out of range"),
         ("buffer.memory_mb", 256, "must be a float"),
+        # A parameter that moved into a section is not silently ignored (ROS would drop it).
+        ("lm.device", "cpu", r"unknown parameter\(s\) lm.device \(did you mean lm.transformers.device\?\)"),
+        ("vlm.backend", "ground_truth", "set perception.perceiver: ground_truth and perception.scene"),
     ],
 )
 def test_bad_start_parameters_stop_the_node_with_a_reason(ros_context, gated_pipeline, name, value, words):
@@ -621,16 +625,17 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
     import ground_truth_scene as scene
 
     values = {
-        "vlm.backend": "ground_truth",
-        "vlm.model": str(scene.write_scene(tmp_path)),
+        "perception.perceiver": "ground_truth",
+        "perception.scene": str(scene.write_scene(tmp_path)),
         "lm.model": str(tiny_models_dir / "lm"),
-        "lm.device": "cpu",
-        "lm.dtype": "float32",
+        "lm.transformers.device": "cpu",
+        "lm.transformers.dtype": "float32",
         "lm.max_new_tokens": 8,
         "odometry.topic": "",
         "query.window_s": 600.0,
     }
     node = EmbodiedRNode(
+        perceivers=perceivers(),
         context=ros_context,
         node_name="embodied_r_ground_truth",
         parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],

@@ -30,7 +30,7 @@ from embodied_r_training.rl.schedule import (
 from transformers import TrainerState
 
 from embodied_r_ros.backends import ChatRequest, GenerationBackend, load_backend
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, ModelConfig, model_config
 
 OPTIONS = ["the chair", "the lamp", "the table", "the door"]
 QUESTION = "Which object is closest to me at the end of the video?"
@@ -290,7 +290,7 @@ def test_consistency_needs_question_and_options_columns() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_reference(tiny_models_dir: Path) -> CountingBackend:
-    backend = load_backend(ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu"), vision=False)
+    backend = load_backend(model_config(str(tiny_models_dir / "lm"), device="cpu"), vision=False)
     yield CountingBackend(backend)
     backend.close()
 

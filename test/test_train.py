@@ -32,7 +32,8 @@ from embodied_r_ros.backends import load_backend
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
 from embodied_r_ros.cli.main import main
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, model_config
+from embodied_r_ros.perceivers import core_perceivers
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.ros.params import config_from_parameters
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
@@ -231,18 +232,23 @@ def test_lora_run_hands_an_adapter_to_the_core_pipeline(
     data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "q_proj,v_proj"}
     result = train(build_train_config(data))
     assert (result.final_dir / "adapter_config.json").is_file()
-    assert result.node_params == {"model": str(warm_lm), "adapter": str(result.final_dir)}
+    assert result.node_params == {"model": str(warm_lm), "transformers": {"adapter": str(result.final_dir)}}
 
     # final/node_params.yaml, read as the node reads its parameters, loads base + adapter through the
     # node's model loader (the same code path as a real checkpoint).
     file = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
     lm = file["/**/embodied_r"]["ros__parameters"]["lm"]
     common = dict(device="cpu", dtype="float32", max_new_tokens=12)
-    values = {f"lm.{k}": v for k, v in {**lm, **common}.items()}
-    values |= {f"vlm.{k}": v for k, v in {"model": str(tiny_models_dir / "vlm"), **common}.items()}
+    running = {"transformers.device": "cpu", "transformers.dtype": "float32", "max_new_tokens": 12}
+    values = {"lm.model": lm["model"], "lm.transformers.adapter": lm["transformers"]["adapter"]}
+    values |= {f"lm.{k}": v for k, v in running.items()}
+    values |= {f"vlm.{k}": v for k, v in {"model": str(tiny_models_dir / "vlm"), **running}.items()}
     node_config = config_from_parameters(values)
-    assert (node_config.lm.model, node_config.lm.adapter) == (str(warm_lm), str(result.final_dir))
-    pipeline = EmbodiedR.from_config(node_config.pipeline())
+    assert (node_config.lm.model, node_config.lm.transformers.adapter) == (
+        str(warm_lm),
+        str(result.final_dir),
+    )
+    pipeline = EmbodiedR.from_config(node_config.pipeline(), perceivers=core_perceivers())
     try:
         clip = synthetic_clip(seconds=6.0, fps=5.0, size=(160, 120))
         answer = pipeline.answer("Which way did I turn?", ["left", "right"], frames=clip.frames)
@@ -250,7 +256,7 @@ def test_lora_run_hands_an_adapter_to_the_core_pipeline(
         trained = pipeline.reasoner.backend.first_step_logits(_messages("Which way?"))
     finally:
         pipeline.close()
-    base = load_backend(ModelConfig(model=str(warm_lm), **common), vision=False)
+    base = load_backend(model_config(str(warm_lm), **common), vision=False)
     try:
         untrained = base.first_step_logits(_messages("Which way?"))
     finally:
@@ -269,7 +275,7 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
     reference = trainer.embodied_r_reference
     assert isinstance(reference, PolicyReference)
     trainer.train()
-    config = ModelConfig(model="policy", device="cpu")
+    config = model_config("policy", device="cpu")
     requests = _messages("Which object did I pass first?")
     with reference._model() as (model, adapter_off):
         assert adapter_off  # LoRA: the starting weights are the policy's own with the adapter off
@@ -278,7 +284,7 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
             reference_logits = with_adapter_off.first_step_logits(requests)
     policy_logits = TransformersBackend.from_model(config, trainer.model, trainer.processing_class)
     trained_logits = policy_logits.first_step_logits(requests)
-    base = load_backend(ModelConfig(model=str(warm_lm), device="cpu", dtype="float32"), vision=False)
+    base = load_backend(model_config(str(warm_lm), device="cpu", dtype="float32"), vision=False)
     try:
         torch.testing.assert_close(reference_logits, base.first_step_logits(requests), rtol=1e-4, atol=1e-5)
         # What the consistency reward gets (generate, through AdapterOff) is the base model's answer.
@@ -329,7 +335,7 @@ def test_sft_method_trains_on_the_answers_and_hands_over_a_full_model(
     assert len(result.log_history) >= 1 and all(math.isfinite(r["loss"]) for r in result.log_history)
     params = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
     lm_params = params["/**/embodied_r"]["ros__parameters"]["lm"]
-    assert lm_params == {"model": str(result.final_dir), "adapter": ""}
+    assert lm_params == {"model": str(result.final_dir), "transformers": {"adapter": ""}}
     # The weights moved away from the start: the supervised steps really ran.
     from safetensors.torch import load_file
 

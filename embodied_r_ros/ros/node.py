@@ -61,12 +61,13 @@ from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
 from ..backends import BackendError
-from ..config import GROUND_TRUTH, ConfigError, NodeConfig
+from ..config import ConfigError, NodeConfig
 from ..frames import Frame
 from ..history import EmptyHistoryError, RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
-from ..pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
+from ..perceivers import PerceiverRegistry
+from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES
 from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
@@ -155,17 +156,11 @@ def set_torch_threads(config: NodeConfig) -> int | None:
     return threads
 
 
-def _perception_name(config: NodeConfig) -> str:
-    """The perception source for logs and diagnostics; ground truth is never called a VLM."""
-    if config.vlm.backend == GROUND_TRUTH:
-        return f"{GROUND_TRUTH_BANNER} from {config.vlm.model!r}"
-    return f"VLM {config.vlm.model!r} ({config.vlm.backend})"
-
-
-def load_pipeline(config: NodeConfig) -> EmbodiedR:
-    """Load the VLM and the LM; raises :class:`ModelLoadError` naming the role and parameter that failed."""
+def load_pipeline(config: NodeConfig, perceivers: PerceiverRegistry) -> EmbodiedR:
+    """Make the perceiver (``perception.perceiver``, from ``perceivers``) and load the LM; raises
+    :class:`ModelLoadError` naming the role and parameter that failed (ConfigError: an unknown perceiver)."""
     try:
-        return EmbodiedR.from_config(config)  # type: ignore[arg-type]  # NodeConfig has vlm, lm, keyframes
+        return EmbodiedR.from_config(config.pipeline(), perceivers=perceivers)
     except BackendError as exc:
         raise ModelLoadError(str(exc)) from exc
 
@@ -200,6 +195,7 @@ def _preview(text: str, limit: int = 80) -> str:
 class EmbodiedRNode(Node):
     """The ``embodied_r`` node (see the module docstring).
 
+    ``perceivers`` are the perceivers ``perception.perceiver`` may name (the application's registry);
     ``pipeline`` skips loading the models (tests and benchmarks share one); ``camera_thread`` False serves
     the camera from the node's own executor like every other callback (the benchmark's baseline: see
     :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
@@ -210,6 +206,7 @@ class EmbodiedRNode(Node):
     def __init__(
         self,
         *,
+        perceivers: PerceiverRegistry | None = None,
         pipeline: EmbodiedR | None = None,
         node_name: str = NODE_NAME,
         camera_thread: bool = True,
@@ -220,12 +217,14 @@ class EmbodiedRNode(Node):
             self.params = NodeParameters(self, on_change=self._on_config_change)
             config = self.params.config
             if pipeline is None:
+                if perceivers is None:
+                    raise TypeError("EmbodiedRNode needs perceivers= to load its pipeline with, or pipeline=")
                 threads = set_torch_threads(config)
                 self.get_logger().info(
-                    f"loading the {_perception_name(config)} and the LM {config.lm.model!r}"
+                    f"loading the {perceivers.describe(config.pipeline())} and the LM {config.lm.model!r}"
                     f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
                 )
-                pipeline = load_pipeline(config)
+                pipeline = load_pipeline(config, perceivers)
         except Exception:
             super().destroy_node()
             raise
@@ -402,11 +401,9 @@ class EmbodiedRNode(Node):
         return response
 
     def _pre_encoder(self) -> Callable[[int], None] | None:
-        """The idle task encoding a new key frame, when the VLM caches encoded images."""
-        # Ground-truth perception has no backend (no vision tower): nothing to encode.
-        vlm = getattr(self.pipeline.perceiver, "backend", None)
-        encode = getattr(vlm, "encode_images", None)
-        if encode is None or getattr(vlm.config, "image_cache_mb", 0) <= 0:
+        """The idle task encoding a new key frame, when the pipeline's perceiver has something to encode."""
+        encode = self.pipeline.pre_encoder()
+        if encode is None:
             return None
 
         def pre_encode(stamp_ns: int) -> None:
@@ -689,11 +686,7 @@ class EmbodiedRNode(Node):
             **{f"queries_{status}": count for status, count in sorted(outcomes.items())},
             "last_query_latency_s": "" if latency is None else f"{latency:.3f}",
             **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
-            "vlm": (
-                f"{GROUND_TRUTH_BANNER}: {config.vlm.model}"
-                if config.vlm.backend == GROUND_TRUTH
-                else f"{config.vlm.model} ({config.vlm.backend}) loaded"
-            ),
+            "vlm": self.pipeline.perception,
             "lm": f"{config.lm.model} ({config.lm.backend}) loaded",
         }
         return DiagnosticStatus(
@@ -728,9 +721,10 @@ def _gpu_memory() -> dict[str, str]:
     return {"gpu_memory_mb": f"{torch.cuda.memory_allocated() / 2**20:.1f}"}
 
 
-def main(args: Sequence[str] | None = None) -> int:
+def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) -> int:
     """Run the node until SIGINT or SIGTERM (or the context's shutdown); returns the exit code (0; 1: bad
-    parameters or models).
+    parameters or models). ``perceivers``: what ``perception.perceiver`` may name (the application's
+    registry, see ``embodied_r_ros.cli.parts``).
 
     A launch system stops a node with SIGINT, then SIGTERM: either ends the node within seconds, exit 0, no
     traceback. Questions in flight are answered ``success=false, "shutting down"`` while the node can
@@ -743,7 +737,7 @@ def main(args: Sequence[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            node = EmbodiedRNode()
+            node = EmbodiedRNode(perceivers=perceivers)
         except (ConfigError, ModelLoadError) as exc:
             # One line saying what to fix, not a traceback.
             rclpy.logging.get_logger(NODE_NAME).fatal(" ".join(str(exc).split()))
@@ -786,7 +780,3 @@ def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
         pass  # a context shut down from outside, or a wait set torn down by the shutdown itself
     finally:
         stop.set()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

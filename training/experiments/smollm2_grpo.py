@@ -5,7 +5,7 @@ interrupted GRPO run continues from its last checkpoint):
 
     python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood,rotate,curriculum]
 
-Perception is simulator ground truth (``prepare --vlm-backend ground_truth``): a measuring instrument that
+Perception is simulator ground truth (``prepare --perceiver ground_truth``): a measuring instrument that
 says what a perfect VLM would say, so the numbers measure the REASONER, as in the paper's analysis that
 separates perception from reasoning. It is not a VLM and no figure here is a VLM's.
 
@@ -197,7 +197,7 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
             [*c, *(["--outdoor"] if e == "outdoor" else [])]
         ))  # fmt: skip
         fractions = "1,0,0" if role == "train" else "0,0,1"
-        prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--vlm-backend"]
+        prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--perceiver"]
         prepare += [
             "ground_truth",
             "--split",

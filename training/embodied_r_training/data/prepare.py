@@ -6,8 +6,8 @@ node answers after watching the bag from its first frame, the same key frames), 
 descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
 the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
 
-``--vlm-backend ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
-(:mod:`.ground_truth`, a measuring instrument for synthetic bags: ``--vlm`` is then the scene file, by
+``--perceiver ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
+(:mod:`..perceivers`, a measuring instrument for synthetic bags: ``--scene`` names the scene file, by
 default the ``scene.json`` beside each bag directory). It is cheaper than a cache lookup, so the description
 cache is bypassed; records say ``vlm: "ground-truth:scene.json"``.
 
@@ -24,6 +24,7 @@ Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from collections import Counter, defaultdict
@@ -34,17 +35,30 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from embodied_r_ros import prompts
-from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.backends import BackendError
+from embodied_r_ros.config import (
+    VLM_PERCEIVER,
+    ConfigError,
+    KeyFrameConfig,
+    ModelConfig,
+    PerceptionConfig,
+    PipelineConfig,
+    model_config,
+)
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
+from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions
 
+from ..perceivers import GROUND_TRUTH
+from ..perceivers import register as register_training_perceivers
 from ..synth.ground_truth import (
     DEFAULT_SCENE_FILE,
     DESCRIPTION,
     LABEL_PREFIX,
     GroundTruthError,
     GroundTruthScenes,
+    scene_file_for_bag,
 )
 from .bag_reader import BagReader, BagReadError, BagTopics
 from .description_cache import DescriptionCache, cache_key, generation_settings
@@ -63,6 +77,9 @@ class PrepareConfig:
     questions: list[Path]
     out: Path
     vlm: ModelConfig
+    # perceiver ground_truth: perception.scene is each bag's scene file, a bare name looked up beside the
+    # bag directory (scene_file_for_bag), default scene.json.
+    perception: PerceptionConfig = field(default_factory=PerceptionConfig)
     cache: Path = DEFAULT_CACHE
     topics: BagTopics = field(default_factory=BagTopics)
     keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
@@ -75,12 +92,12 @@ class PrepareConfig:
     @property
     def ground_truth(self) -> bool:
         """Whether the descriptions come from the simulator's ground truth instead of a VLM."""
-        return self.vlm.backend == GROUND_TRUTH
+        return self.perception.perceiver == GROUND_TRUTH
 
     @property
     def perception_label(self) -> str:
         """What the records' ``vlm`` column says: the VLM's name, or "ground-truth:scene.json"."""
-        return GroundTruthScenes(self.vlm.model).label if self.ground_truth else self.vlm.model
+        return GroundTruthScenes(self.perception.scene).label if self.ground_truth else self.vlm.model
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -251,27 +268,44 @@ def _cache_key(config: PrepareConfig, question: Question, keyframes: Sequence[Ke
     )
 
 
-class _Perceivers:
-    """The perceiver of each bag: one VLM for all (loaded on first use), or each bag's scene ground truth."""
+def prepare_perceivers() -> PerceiverRegistry:
+    """The perceivers ``--perceiver`` may name: the core's VLM and this package's ground truth."""
+    registry = core_perceivers()
+    register_training_perceivers(registry)
+    return registry
 
-    def __init__(self, config: ModelConfig) -> None:
-        self.config = config
-        self._vlm: KeyFramePerceiver | None = None
-        self._scenes = GroundTruthScenes(config.model) if config.backend == GROUND_TRUTH else None
+
+class _Perceivers:
+    """The perceiver of each bag, from the registry: one for all bags (the VLM, loaded on first use), or
+    with ground truth one per scene file (each bag's, see :func:`scene_file_for_bag`)."""
+
+    def __init__(self, config: PrepareConfig) -> None:
+        self.registry = prepare_perceivers()
+        self.pipeline = PipelineConfig(perception=config.perception, vlm=config.vlm)
+        self.ground_truth = config.ground_truth
+        self._made: dict[str, KeyFramePerceiver] = {}
 
     def for_bag(self, bag: Path) -> KeyFramePerceiver:
-        if self._scenes is not None:
-            return self._scenes.for_bag(bag)
-        if self._vlm is None:
-            from embodied_r_ros.backends import load_backend
-            from embodied_r_ros.perception import Perceiver
-
-            self._vlm = Perceiver(load_backend(self.config, vision=True))
-        return self._vlm
+        """The bag's perceiver; with ground truth, a bag without a usable scene file raises GroundTruthError
+        (its questions fail, not the run)."""
+        if not self.ground_truth:
+            if "" not in self._made:
+                self._made[""] = self.registry.create(self.pipeline)
+            return self._made[""]
+        scene = str(scene_file_for_bag(bag, self.pipeline.perception.scene or DEFAULT_SCENE_FILE))
+        if scene not in self._made:
+            perception = dataclasses.replace(self.pipeline.perception, scene=scene)
+            try:
+                self._made[scene] = self.registry.create(
+                    dataclasses.replace(self.pipeline, perception=perception)
+                )
+            except BackendError as exc:
+                raise GroundTruthError(str(exc)) from exc
+        return self._made[scene]
 
     def close(self) -> None:
-        if self._vlm is not None:
-            self._vlm.close()
+        for perceiver in self._made.values():
+            perceiver.close()
 
 
 @dataclass
@@ -297,7 +331,7 @@ def describe_items(
     on the first miss (a fully cached run never loads it). With ground truth, nothing is cached and a bag
     without its scene file fails its questions by name (``failures``), not the run.
     """
-    perceivers = _Perceivers(config.vlm)
+    perceivers = _Perceivers(config)
     batch: list[Item] = []
 
     def flush() -> list[Item]:
@@ -471,15 +505,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output data-set directory")
     parser.add_argument(
         "--vlm",
-        help="VLM: local directory or served model name; with --vlm-backend ground_truth the scene file: a "
-        f"bare name is looked up beside each bag directory (default {DEFAULT_SCENE_FILE})",
+        help="VLM: local directory or served model name (--perceiver vlm)",
+    )
+    parser.add_argument("--vlm-backend", default="transformers", help="transformers or openai")
+    parser.add_argument(
+        "--perceiver",
+        default=VLM_PERCEIVER,
+        choices=prepare_perceivers().names(),
+        help="vlm (the VLM of --vlm), or ground_truth: no VLM, a measuring instrument for `embodied-r synth` "
+        "bags that describes key frames from the scene's geometry (what a perfect VLM would say)",
     )
     parser.add_argument(
-        "--vlm-backend",
-        default="transformers",
-        choices=["transformers", "openai", GROUND_TRUTH],
-        help="transformers, openai, or ground_truth: no VLM, a measuring instrument for `embodied-r synth` "
-        "bags that describes key frames from the scene's geometry (what a perfect VLM would say)",
+        "--scene",
+        default=DEFAULT_SCENE_FILE,
+        help="--perceiver ground_truth: the scene file; a bare name is looked up beside each bag directory "
+        f"(default {DEFAULT_SCENE_FILE})",
     )
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backend: server URL")
     parser.add_argument("--concurrency", type=int, default=8, help="openai backend: requests in flight")
@@ -509,13 +549,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     """Run ``embodied-r prepare``: 0 when every question became a record, 1 when anything failed."""
-    if not args.vlm and args.vlm_backend != GROUND_TRUTH:
+    if args.vlm_backend == GROUND_TRUTH:
+        raise ConfigError(
+            f"--vlm-backend {GROUND_TRUTH} is now --perceiver {GROUND_TRUTH} (and --scene for a scene file "
+            f"other than {DEFAULT_SCENE_FILE} beside each bag)"
+        )
+    if not args.vlm and args.perceiver == VLM_PERCEIVER:
         raise ConfigError(
             f"--vlm is required with --vlm-backend {args.vlm_backend} (a VLM directory or served model "
-            f"name); or describe synthetic bags with --vlm-backend {GROUND_TRUTH}"
+            f"name); or describe synthetic bags with --perceiver {GROUND_TRUTH}"
         )
-    vlm = ModelConfig(
-        model=args.vlm or DEFAULT_SCENE_FILE,
+    vlm = model_config(
+        args.vlm or "",
         backend=args.vlm_backend,
         base_url=args.base_url,
         max_concurrency=args.concurrency,
@@ -531,6 +576,7 @@ def run_prepare_command(args: argparse.Namespace) -> int:
         questions=list(args.questions),
         out=args.out,
         vlm=vlm,
+        perception=PerceptionConfig(args.perceiver, args.scene),
         cache=args.cache,
         topics=BagTopics(args.image_topic, args.odom_topic),
         seed=args.seed,

@@ -35,7 +35,7 @@ import math
 import sys
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
-from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig, model_config
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -125,12 +125,13 @@ class EvalConfig:
             raise ConfigError(
                 f"--batch-size must be >= 1 and --limit >= 0, got {self.batch_size}, {self.limit}"
             )
-        if self.system == "untrained" and self.lm.adapter:
+        adapter = self.lm.transformers.adapter
+        if self.system == "untrained" and adapter:
             raise ConfigError(
-                f"--system untrained evaluates the base LM; drop --adapter {self.lm.adapter} (or use "
+                f"--system untrained evaluates the base LM; drop --adapter {adapter} (or use "
                 "--system reasoner to evaluate the adapter)"
             )
-        if self.lm.adapter and self.lm.backend != "transformers":
+        if adapter and self.lm.backend != "transformers":
             raise ConfigError(
                 "--adapter needs --lm-backend transformers; with an OpenAI-compatible server, serve the "
                 "adapter there (e.g. vLLM --lora-modules) and pass its served name as --lm"
@@ -546,7 +547,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
 def _reference_label(config: EvalConfig) -> str:
     if config.reference is not None:
         return config.reference.model
-    return f"{config.lm.model} (base LM{', adapter disabled' if config.lm.adapter else ''})"
+    return f"{config.lm.model} (base LM{', adapter disabled' if config.lm.transformers.adapter else ''})"
 
 
 def _reference_needs_loading(config: EvalConfig) -> bool:
@@ -559,8 +560,8 @@ def _reference(config: EvalConfig, backend: GenerationBackend) -> GenerationBack
     if config.reference is not None:
         return _load(config.reference, vision=False)
     if config.system == "vlm":
-        return _load(replace(config.lm, adapter=""), vision=False)
-    if config.lm.adapter:
+        return _load(config.lm.with_adapter(""), vision=False)
+    if config.lm.transformers.adapter:
         from embodied_r_ros.backends.adapter_off import AdapterOff
 
         return AdapterOff(backend)
@@ -578,7 +579,7 @@ def _info(
 ) -> dict[str, Any]:
     model = config.vlm if config.system == "vlm" and config.vlm is not None else config.lm
     labels = {
-        "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.adapter else ""),
+        "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.transformers.adapter else ""),
         "untrained": "untrained LM (baseline)",
         "vlm": "VLM alone on the key frames (ablation)",
         "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
@@ -590,7 +591,7 @@ def _info(
         "split": config.split,
         "models": {
             "lm": config.lm.model if config.system not in ("vlm", "chance") else "",
-            "adapter": config.lm.adapter if config.system == "reasoner" else "",
+            "adapter": config.lm.transformers.adapter if config.system == "reasoner" else "",
             "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
             "reference": reference,
         },
@@ -685,10 +686,10 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
             "device": args.device, "dtype": args.dtype, "base_url": args.base_url,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         }  # fmt: skip
-        lm = ModelConfig(model=args.lm, backend=args.lm_backend, adapter=args.adapter, **common)
-        vlm = ModelConfig(model=args.vlm, backend=args.vlm_backend, **common) if args.vlm else None
+        lm = model_config(args.lm, backend=args.lm_backend, adapter=args.adapter, **common)
+        vlm = model_config(args.vlm, backend=args.vlm_backend, **common) if args.vlm else None
         reference = (
-            ModelConfig(model=args.reference, backend=args.lm_backend, **common) if args.reference else None
+            model_config(args.reference, backend=args.lm_backend, **common) if args.reference else None
         )
         consistency = ConsistencyConfig(temperature=args.reference_temperature)
     except ValueError as exc:

@@ -48,13 +48,15 @@ class TrainResult:
     log_history: list[dict[str, Any]]
 
     @property
-    def node_params(self) -> dict[str, str]:
-        """The node's LM parameters that load the result (``lm.model``, ``lm.adapter``)."""
+    def node_params(self) -> dict[str, Any]:
+        """The node's LM parameters that load the result (``lm.model``, ``lm.transformers.adapter``), nested
+        as in a parameters file."""
+        model, adapter = str(self.final_dir), ""
         if self.merged_dir is not None:
-            return {"model": str(self.merged_dir), "adapter": ""}
-        if (self.final_dir / "adapter_config.json").is_file():
-            return {"model": str(self.base_model), "adapter": str(self.final_dir)}
-        return {"model": str(self.final_dir), "adapter": ""}
+            model = str(self.merged_dir)
+        elif (self.final_dir / "adapter_config.json").is_file():
+            model, adapter = str(self.base_model), str(self.final_dir)
+        return {"model": model, "transformers": {"adapter": adapter}}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -499,12 +501,10 @@ def run_train_command(args: argparse.Namespace) -> int:
     config = load_train_config(args.config, args.overrides)
     result = train(config, resume=args.resume)
     params = result.node_params
+    adapter = params["transformers"]["adapter"]
     print(f"trained {result.global_step} steps; final model in {result.final_dir}")
     print(f"load it in the node: embodied-r run --params-file {result.final_dir / NODE_PARAMS}")
-    print(
-        f"  (lm.model={params['model']}"
-        + (f", lm.adapter={params['adapter']})" if params["adapter"] else ")")
-    )
+    print(f"  (lm.model={params['model']}" + (f", lm.transformers.adapter={adapter})" if adapter else ")"))
     return 0
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.config import ConfigError, ModelConfig, from_dict
+from embodied_r_ros.config import ConfigError, ModelConfig, OpenAIOptions, TransformersOptions, from_dict
 
 from .curriculum import Curriculum
 from .schedule import PAPER_STAGES, RewardSchedule
@@ -119,9 +119,13 @@ class ReferenceSection:
         """The :class:`ModelConfig` of a separately loaded reference (backend transformers/openai)."""
         backend = "openai" if self.backend == "openai" else "transformers"
         return ModelConfig(
-            model=self.model, backend=backend, base_url=self.base_url, device=device,
-            max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-        )  # fmt: skip
+            model=self.model,
+            backend=backend,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            transformers=TransformersOptions(device=device),
+            openai=OpenAIOptions(base_url=self.base_url),
+        )
 
 
 @dataclass(frozen=True)
