@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import yaml
-from embodied_r_training.rl.rewards import StagedReward
+from embodied_r_training.rl.rewards import completion_text, register_reward, unregister_reward
 from embodied_r_training.rl.schedule import RewardSchedule
+from embodied_r_training.rl.staged_reward import StagedReward
 from embodied_r_training.rl.train import (
     NODE_PARAMS,
     PolicyReference,
@@ -25,6 +28,7 @@ from embodied_r_training.rl.train_config import (
     build_train_config,
     check_batch_shape,
     load_train_config,
+    required_columns,
 )
 from transformers import TrainerCallback
 
@@ -128,6 +132,10 @@ def test_gpu_configs_are_valid_trl_settings(name: str, tmp_path: Path) -> None:
         ({"reference": {"backend": "openai"}}, "reference.backend openai needs reference.model"),
         ({"model": ""}, "model must name the policy LM"),
         ({"grpo": {"beta": 0.0}, "rewards": [{"start_epoch": 1, "consistency": 1}]}, "needs grpo.beta > 0"),
+        (
+            {"rewards": [{"start_epoch": 1, "format": 1, "fromat": 1}]},
+            r"unknown key\(s\) \['fromat'\].*registered rewards: format, accuracy, consistency",
+        ),
     ],
 )
 def test_bad_configs_fail_before_any_model_loads(tmp_path: Path, change: dict, message: str) -> None:
@@ -196,8 +204,10 @@ def test_full_training_resumes_across_a_stage_boundary_to_the_same_weights(
     history = straight.log_history
     assert [w for _, w in _logged(history, "weight/format")] == [1.0, 1.0, 0.0, 0.0]
     assert [w for _, w in _logged(history, "weight/accuracy")] == [0.0, 0.0, 1.0, 1.0]
-    assert len(_logged(history, "reward/format")) == 4 and len(_logged(history, "reward/total")) == 4
-    assert any(r > 0 for _, r in _logged(history, "reward/format"))  # the warm start writes the tags
+    assert (
+        len(_logged(history, "rewards/format/mean")) == 4 and len(_logged(history, "rewards/total/mean")) == 4
+    )
+    assert any(r > 0 for _, r in _logged(history, "rewards/format/mean"))  # the warm start writes the tags
     before, after = _weights(warm_lm), _weights(straight.final_dir)
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the steps changed the weights
 
@@ -218,6 +228,61 @@ def test_full_training_resumes_across_a_stage_boundary_to_the_same_weights(
         torch.testing.assert_close(resumed_weights[name], value, rtol=1e-5, atol=1e-6)
     # The hand-over file for the node names the full model.
     assert f"model: {resumed.final_dir}" in (resumed.final_dir / NODE_PARAMS).read_text()
+
+
+@pytest.fixture
+def brevity_reward() -> Iterator[list[list[float]]]:
+    """A reward defined by the test, registered as ``brevity`` (1 / (1 + words) per completion; it reads
+    the ``unit`` column) and unregistered after the test; yields the scores of every call."""
+    returned: list[list[float]] = []
+
+    @register_reward("brevity", columns=("unit",))
+    def brevity(completions: Sequence[Any], unit: Sequence[str], **kwargs: Any) -> list[float]:
+        assert len(unit) == len(completions)  # TRL passes the data-set column it names
+        scores = [1.0 / (1 + len(completion_text(c).split())) for c in completions]
+        returned.append(scores)
+        return scores
+
+    yield returned
+    unregister_reward("brevity")
+
+
+def test_a_new_reward_is_one_function_and_one_line_of_config(
+    tiny_models_dir, warm_lm, tiny_dataset, tmp_path, brevity_reward
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "out", max_steps=2)
+    data["model"] = str(warm_lm)
+    del data["rewards"]
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(data))
+    plain = "base: base.yaml\nrewards:\n  - start_epoch: 1\n    format: 1\n"
+    with_brevity = plain + "    brevity: 1\n"  # the one line: brevity weighs as much as format
+    (tmp_path / "brevity.yaml").write_text(with_brevity)
+    config = load_train_config(tmp_path / "brevity.yaml")
+    assert config.schedule.weights_for_epoch(1) == {"format": 0.5, "brevity": 0.5}
+    assert required_columns(config) == ("prompt", "solution", "unit")
+
+    result = train(config)  # two real GRPO steps of TRL with the tiny LM
+    history = result.log_history
+    assert result.global_step == 2 and len(brevity_reward) == 2  # one reward call of 4 completions per step
+    brevity = [value for _, value in _logged(history, "rewards/brevity/mean")]
+    assert brevity == pytest.approx([sum(s) / len(s) for s in brevity_reward], rel=1e-6)
+    assert [w for _, w in _logged(history, "weight/brevity")] == [0.5, 0.5]
+    assert [w for _, w in _logged(history, "weight/format")] == [0.5, 0.5]
+    # It entered the total TRL trained on (and logs as rewards/total/mean and reward): half of each mean.
+    fmt = [value for _, value in _logged(history, "rewards/format/mean")]
+    total = [value for _, value in _logged(history, "rewards/total/mean")]
+    assert total == pytest.approx([0.5 * f + 0.5 * b for f, b in zip(fmt, brevity, strict=True)], rel=1e-5)
+    assert [value for _, value in _logged(history, "reward")] == pytest.approx(total)
+    assert all(b > 0 for b in brevity)  # so the total is not format's alone
+
+
+def test_required_columns_follow_the_rewards_in_use(tiny_models_dir, tmp_path) -> None:
+    data = _config(tiny_models_dir, tmp_path, tmp_path / "out")
+    assert required_columns(build_train_config(data)) == ("prompt", "solution")  # consistency 0 throughout
+    data["rewards"] = [{"start_epoch": 1, "format": 1}, {"start_epoch": 2, "accuracy": 1, "consistency": 1}]
+    config = build_train_config(data)
+    assert config.needs_reference
+    assert required_columns(config) == ("prompt", "solution", "question", "options")
 
 
 def _messages(text: str) -> list[list[ChatMessage]]:
