@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .options import OPTION_LETTERS
+
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
@@ -113,7 +115,6 @@ def _is_well_formed(text: str, answer: str) -> bool:
 # ----------------------------------------------------------------------------------------------------
 # Multiple choice
 
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # "A. chair", "(A) chair", "A) chair", "A: chair", "[A] chair"; upper case only, so a plain option text
 # that starts with a word ("A chair") is not taken for a prefix.
 _OPTION_PREFIX = re.compile(r"\s*[\(\[]?([A-Z])\s*[\.\):\]]\s*(.*)", re.DOTALL)
@@ -146,13 +147,13 @@ def _option_table(options: Sequence[str] | None) -> tuple[str, list[str]]:
     read from the prefixes, otherwise they are A, B, C ... by position (at most 26 options).
     """
     if options is None:
-        return _LETTERS, []
-    texts = [unicodedata.normalize("NFKC", _as_text(o)) for o in list(options)[: len(_LETTERS)]]
+        return OPTION_LETTERS, []
+    texts = [unicodedata.normalize("NFKC", _as_text(o)) for o in list(options)[: len(OPTION_LETTERS)]]
     matches = [_OPTION_PREFIX.fullmatch(t) for t in texts]
     if texts and all(matches):
         letters = "".join(m.group(1) for m in matches)  # type: ignore[union-attr]
         return letters, [m.group(2) for m in matches]  # type: ignore[union-attr]
-    return _LETTERS[: len(texts)], texts
+    return OPTION_LETTERS[: len(texts)], texts
 
 
 def _unique(letters: list[str], valid: str) -> tuple[bool, str | None]:

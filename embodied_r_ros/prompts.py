@@ -11,13 +11,12 @@ import re
 from typing import Sequence
 
 from .ego_motion import ACTION_LABELS
+from .options import OPTION_LETTERS
 
 PROMPT_VERSION = "1"
 
 # The paper's ten action labels, in its order (defined with the motions they name).
 ACTIONS: tuple[str, ...] = ACTION_LABELS
-
-OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 PERCEPTION_SYSTEM = (
     "You are the eyes of a mobile robot. You describe what its camera sees, precisely and briefly, "

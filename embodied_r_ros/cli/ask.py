@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..prompts import letter_options
 from ..question_file import Question, read_questions
 
 DEFAULT_NODE = "/embodied_r"
@@ -213,7 +214,7 @@ def describe(result: AskResult, question: Question, score: float | None) -> str:
 
     lines = [f"question: {question.question}"]
     if question.options:
-        lines.append("options:  " + "   ".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(question.options)))
+        lines.append("options:  " + "   ".join(letter_options(question.options)))
     if not result.success:
         lines.append(f"NO ANSWER: {result.message}")
     else:

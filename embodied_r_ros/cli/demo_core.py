@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ..config import PipelineConfig, model_config
 from ..keyframes import StreamingKeyFrameSelector
+from ..prompts import letter_options
 from ..testing.synthetic_clip import synthetic_clip
 from .parts import load_pipeline
 
@@ -83,7 +84,7 @@ def run_core_demo(args: argparse.Namespace) -> int:
             answer = pipeline.answer(question, options, keyframes=keyframes)
             console.rule(f"[bold]{question}")
             if options:
-                console.print("options: " + "  ".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options)))
+                console.print("options: " + "  ".join(letter_options(options)))
             for description in answer.descriptions:
                 console.print(
                     f"[cyan]frame {description.index}[/] "

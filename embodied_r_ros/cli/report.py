@@ -21,6 +21,7 @@ import numpy as np
 
 from ..answers import extract_choice, extract_number, mean_relative_accuracy
 from ..frames import NS_PER_S
+from ..options import option_letter
 
 THUMBNAIL_SIDE = 320
 
@@ -121,7 +122,7 @@ def _seconds(value: float | None) -> str:
 
 def _entry_html(number: int, entry: ReportEntry) -> str:
     e = html.escape
-    options = "".join(f"<li><b>{chr(65 + i)}.</b> {e(o)}</li>" for i, o in enumerate(entry.options))
+    options = "".join(f"<li><b>{option_letter(i)}.</b> {e(o)}</li>" for i, o in enumerate(entry.options))
     shown = entry.choice or ("" if entry.value is None else f"{entry.value:g}") or entry.answer
     score = grade(entry.options, entry.choice, entry.value, entry.ground_truth)
     verdict = ""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ego_motion import ACTION_LABELS
+from ..options import OPTION_LETTERS
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def _corpus(rng: random.Random) -> list[str]:
             f"Frame {i % 32}: After {action}, Observe: a {shape} {colour} {obj} is {place}; "
             f"the {other} is now {rng.choice(_PLACES)}, about {digits} meters away."
         )
-        letter = "ABCDEFGH"[i % 8]
+        letter = OPTION_LETTERS[i % 8]
         lines.append(
             f"<think>The {obj} was {place}. After the agent chose to {action}, the {other} appears "
             f"{rng.choice(_PLACES)}, so option {letter} fits.</think><answer>{letter}</answer>"

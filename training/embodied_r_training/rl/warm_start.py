@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from embodied_r_ros.config import ConfigError
-from embodied_r_ros.prompts import OPTION_LETTERS
+from embodied_r_ros.options import OPTION_LETTERS
 
 logger = logging.getLogger(__name__)
 
