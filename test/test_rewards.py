@@ -19,6 +19,8 @@ from embodied_r_training.rl.rewards import (
     accuracy_reward,
     completion_text,
     format_reward,
+    grade_batch,
+    mask_answer_statements,
     register_reward,
     registered_reward,
     registered_rewards,
@@ -276,6 +278,60 @@ def test_consistency_without_reasoning_scores_zero_and_asks_nothing() -> None:
     batch = {"completions": completions, "solution": ["B", "B"], "question": [QUESTION] * 2}
     assert ConsistencyReward(reference)(**batch, options=[OPTIONS] * 2) == [0.0, 0.0]
     assert reference.calls == []
+
+
+class ReadingReference(ScriptedReference):
+    """A reference that reasons by rule: the letter of the option whose text the reasoning names (the last
+    named, as a reader takes the conclusion), else "unsure". It never sees the policy's answer."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    def generate(self, requests: Sequence[ChatRequest], **kwargs: Any) -> list[str]:
+        self.calls.append((list(requests), kwargs.get("max_new_tokens"), kwargs.get("temperature")))
+        replies = []
+        for request in requests:
+            reasoning = request[-1].joined_text.split("Reasoning:", 1)[1].lower()
+            named = [(reasoning.rfind(o.split()[-1]), x) for x, o in zip("ABCD", OPTIONS, strict=True)]
+            position, letter = max(named)
+            replies.append(letter if position >= 0 else "unsure")
+        return replies
+
+
+def _graded(think: str, answer: str, solution: object, options: Sequence[str]):
+    return grade_batch([_c(think, answer)], [solution], options=[list(options)])[0]
+
+
+def test_explicit_statements_of_the_answer_are_masked() -> None:
+    think = "Frame 1 shows the lamp first (option B), so B. A chair came later; B2 and Bed stay."
+    masked = mask_answer_statements(think, _graded(think, "B", "B", OPTIONS), OPTIONS)
+    assert masked == (
+        "Frame 1 shows the lamp first (option [hidden]), so [hidden]. [hidden] chair came later; "
+        "B2 and Bed stay."
+    )
+    think = "I moved 1.5 m, then 2 m: 3.5 m in all, so 3.5."
+    masked = mask_answer_statements(think, _graded(think, "3.5 m", 3.5, []), [])
+    assert masked == "I moved 1.5 m, then 2 m: [hidden] m in all, so [hidden]."
+
+
+@pytest.mark.parametrize(
+    ("think", "score", "asked"),
+    [
+        ("B", 0.0, False),  # a restatement: nothing left to check, no reference call
+        ("So the answer is option B.", 0.0, False),
+        ("I pick B because it is B.", 0.0, True),  # words remain, but none implies an option
+        ("The chair came after what I saw first: the lamp.", 1.0, True),  # reasoning that implies B
+        ("The chair is nearest, so B.", 0.0, True),  # reasoning that implies A, not the answer B
+    ],
+)
+def test_consistency_judges_reasoning_not_a_restatement(think: str, score: float, asked: bool) -> None:
+    reference = ReadingReference()
+    batch = {"completions": [_c(think, "B")], "solution": ["B"], "question": [QUESTION], "options": [OPTIONS]}
+    assert ConsistencyReward(reference)(**batch) == [score]
+    assert bool(reference.calls) == asked
+    if asked:
+        seen = reference.calls[0][0][0][-1].joined_text.split("Reasoning:", 1)[1]
+        assert " B" not in seen and "[hidden]" in seen or "B" not in think
 
 
 def test_consistency_needs_question_and_options_columns() -> None:

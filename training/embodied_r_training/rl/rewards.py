@@ -52,11 +52,12 @@ from embodied_r_ros.answers import (
 )
 from embodied_r_ros.backends.base import ChatMessage, GenerationBackend
 from embodied_r_ros.config import ConfigError
+from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.prompts import question_block
 
 # The reference model's prompt. Change REFERENCE_PROMPT_VERSION whenever a text below changes, so logged
 # consistency rates from different prompts are not compared as if they were the same measurement.
-REFERENCE_PROMPT_VERSION = "1"
+REFERENCE_PROMPT_VERSION = "2"  # 2: explicit statements of the answer are hidden (mask_answer_statements)
 REFERENCE_SYSTEM = (
     "You check reasoning. You get a question and someone's reasoning about it. Give the answer that this "
     "reasoning leads to, whether or not you agree with it. Reply with the answer only, nothing else."
@@ -305,6 +306,52 @@ class ConsistencyConfig:
             )
 
 
+# What the reference reads in place of an explicit statement of the answer.
+ANSWER_MASK = "[hidden]"
+# A standalone capital letter: "B", "(B)", "option B.", not the B of "Bed" or "B2".
+_STANDALONE_LETTER = re.compile(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])")
+# A number as written in reasoning: "3", "3.5", "-2" ("1,200" reads as two numbers).
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
+
+
+def mask_answer_statements(think: str, graded: Graded, options: Sequence[str]) -> str:
+    """The reasoning as the consistency reference reads it: every explicit statement of a final answer
+    hidden, so that only reasoning that IMPLIES the answer leads the reference to it, and restating the
+    answer ("B", "so the answer is B") earns nothing.
+
+    Multiple choice: every standalone option letter (A.. up to the number of options) becomes
+    :data:`ANSWER_MASK`, the policy's and the others alike (hiding only the policy's would point at it); the
+    option texts stay, since naming the evidence is reasoning. Numeric: every number equal to the policy's
+    answer (relative difference < 1e-6) is hidden; the numbers it was derived from stay.
+    """
+    if graded.multiple_choice:
+        letters = set(OPTION_LETTERS[: max(len(options), 1)])
+        return _STANDALONE_LETTER.sub(lambda m: ANSWER_MASK if m.group(1) in letters else m.group(0), think)
+    if graded.value is None:
+        return think
+    answer = graded.value
+
+    def hide(match: re.Match[str]) -> str:
+        same = abs(float(match.group(0)) - answer) <= 1e-6 * max(abs(answer), 1e-9)
+        return ANSWER_MASK if same else match.group(0)
+
+    return _NUMBER.sub(hide, think)
+
+
+# Words that only announce an answer ("so the answer is [hidden]"): reasoning needs more than these.
+_ANNOUNCING = frozenset(
+    "the a an answer answers is it its this that so thus therefore hence final correct right option choice "
+    "letter pick choose select i my must be should will".split()
+)
+
+
+def reasons_left(think: str) -> bool:
+    """Whether masked reasoning still says anything: a word beyond the masks and the words that only
+    announce an answer ("so the answer is [hidden]" has nothing left)."""
+    words = re.findall(r"[A-Za-z]+", think.replace(ANSWER_MASK, " ").lower())
+    return any(word not in _ANNOUNCING for word in words)
+
+
 def reference_request(question: str, options: Sequence[str], think: str) -> list[ChatMessage]:
     """The reference model's chat: the question with its options and the policy's reasoning only."""
     user = REFERENCE_USER.format(question=question_block(question, options), think=think or "(none)")
@@ -342,6 +389,11 @@ class ConsistencyReward:
     whole reply). Scores: multiple choice 1.0 when its letter equals the policy's, else 0.0; numeric the
     MRA of its number against the policy's number (1.0 within 5 %).
 
+    The reference reads the reasoning with explicit statements of the answer hidden
+    (:func:`mask_answer_statements`): a think that only restates the answer ("B", "the answer is B") has
+    no reasoning left and scores 0.0 without a reference call; reasoning that implies the answer ("the
+    lamp appeared first", option B being "lamp") still leads the reference to it.
+
     ``backend`` is any :class:`~embodied_r_ros.backends.GenerationBackend`: an OpenAI-compatible endpoint,
     a second in-process model, or (with LoRA, the trainer's default) the policy's own base model: the
     trainer then passes a backend whose ``generate`` runs under peft's ``disable_adapter()``, so no second
@@ -374,16 +426,20 @@ class ConsistencyReward:
         questions = _column({"question": question}, "question", n) or []
         option_lists = [list(o or ()) for o in _column({"options": options}, "options", n) or []]
         graded = grade_batch(completions, solution, options=option_lists)
-        rows = [i for i, g in enumerate(graded) if consistency_eligible(g, self.config)]
+        masked = {
+            i: mask_answer_statements(g.parsed.think, g, option_lists[i])
+            for i, g in enumerate(graded)
+            if consistency_eligible(g, self.config)
+        }
+        # Reasoning that was nothing but a statement of the answer ("B") has nothing left to check: 0.
+        rows = [i for i, think in masked.items() if reasons_left(think)]
         scores = [0.0] * n
         if not rows:
             if getattr(self.backend, "collective", False):
                 # Join the other ranks' reference call: a rank that skipped it would hang them.
                 self.backend.generate([PLACEHOLDER_REQUEST], max_new_tokens=1, temperature=0.0)
             return scores
-        requests = [
-            reference_request(str(questions[i]), option_lists[i], graded[i].parsed.think) for i in rows
-        ]
+        requests = [reference_request(str(questions[i]), option_lists[i], masked[i]) for i in rows]
         replies = self.backend.generate(
             requests, max_new_tokens=self.config.max_new_tokens, temperature=self.config.temperature
         )
