@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from embodied_r_training.synth.generate import parse_size
+from .synth import size_type
 
 DEMO_SEED = 0
 # What training/experiments/smollm2_grpo.py leaves behind: the node parameters of its GRPO reasoner.
@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of synthetic video")
     parser.add_argument(
-        "--size", type=parse_size, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
+        "--size", type=size_type, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
     )
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
     parser.add_argument(
