@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from embodied_r_training.data.bag_reader import BagTopics
-from embodied_r_training.data.splits import SPLITS
-from embodied_r_training.eval.evaluate import DEFAULT_LM, SYSTEMS, EvalConfig, metrics_markdown, run_eval
-from embodied_r_training.rl.rewards import ConsistencyConfig
+from embodied_r_training.eval.evaluate import EvalConfig, metrics_markdown, run_eval
 
-from ..config import ConfigError, ModelConfig
+from ..config import LM_BACKENDS, ModelConfig
+from .flags import add_config_flags, flag_fields
+
+# The fields of EvalConfig that have a flag here, in the order of the help (--out, --vlm, --vlm-backend and
+# --reference are this command's own).
+BEFORE_MODELS = ("system", "split", "limit")
+MODEL_FIELDS = ("lm.model", "lm.adapter", "lm.backend")
+AFTER_MODELS = (
+    "consistency_config.temperature", "consistency", "lm.device", "lm.dtype", "batch_size", "lm.temperature",
+    "lm.max_new_tokens", "bag_root", "topics.image", "topics.odometry", "train_log", "seed", "progress",
+)  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,70 +29,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "eval", help="score the reasoner (or a baseline) on a data-set split: metrics, tables and plots"
     )
     parser.add_argument("dataset", type=Path, help="data-set directory written by embodied-r prepare")
-    parser.add_argument(
-        "--system", default="reasoner", choices=SYSTEMS, help="what answers (default reasoner)"
-    )
-    parser.add_argument("--split", default="test", choices=SPLITS)
-    parser.add_argument("--limit", type=int, default=0, help="first N records only (0 = all)")
+    add_config_flags(parser, EvalConfig, BEFORE_MODELS)
     parser.add_argument("--out", type=Path, default=None, help="output directory (DATASET/eval/SYSTEM-SPLIT)")
-    parser.add_argument("--lm", default=DEFAULT_LM, help=f"reasoning LM: directory or name ({DEFAULT_LM})")
-    parser.add_argument("--adapter", default="", help="LoRA adapter directory for --lm (reasoner only)")
-    parser.add_argument("--lm-backend", default="transformers", choices=["transformers", "openai"])
+    add_config_flags(parser, EvalConfig, MODEL_FIELDS)
     parser.add_argument("--vlm", default="", help="--system vlm: the VLM, directory or served name")
-    parser.add_argument("--vlm-backend", default="transformers", choices=["transformers", "openai"])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backends: server URL")
+    parser.add_argument("--vlm-backend", default="transformers", choices=LM_BACKENDS)
+    add_config_flags(parser, EvalConfig, ("lm.base_url",))
     parser.add_argument("--reference", default="", help="consistency reference model (default: the base LM)")
-    parser.add_argument("--reference-temperature", type=float, default=0.1, help="paper: 0.1")
-    parser.add_argument("--no-consistency", action="store_true", help="skip the consistency check")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--batch-size", type=int, default=8, help="records per generate call")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--max-new-tokens", type=int, default=512)
-    parser.add_argument("--bag-root", type=Path, default=None, help="--system vlm: bags at DIR/<scene>")
-    parser.add_argument(
-        "--image-topic", default="", help="camera topic (default: the bag's only image topic)"
-    )
-    parser.add_argument("--odom-topic", default="/odom", help="odometry topic ('' = no poses)")
-    parser.add_argument("--train-log", type=Path, default=None, help="trainer_state.json or its directory")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_config_flags(parser, EvalConfig, AFTER_MODELS)
     parser.set_defaults(func=run_eval_command)
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """The :class:`EvalConfig` of parsed ``embodied-r eval`` arguments (ConfigError for bad values)."""
-    try:
-        common = {
-            "device": args.device, "dtype": args.dtype, "base_url": args.base_url,
-            "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-        }  # fmt: skip
-        lm = ModelConfig(model=args.lm, backend=args.lm_backend, adapter=args.adapter, **common)
-        vlm = ModelConfig(model=args.vlm, backend=args.vlm_backend, **common) if args.vlm else None
-        reference = (
-            ModelConfig(model=args.reference, backend=args.lm_backend, **common) if args.reference else None
-        )
-        consistency = ConsistencyConfig(temperature=args.reference_temperature)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    return EvalConfig(
-        dataset=args.dataset,
-        out=args.out or args.dataset / "eval" / f"{args.system}-{args.split}",
-        system=args.system,
-        split=args.split,
-        limit=args.limit,
-        lm=lm,
-        vlm=vlm,
-        reference=reference,
-        consistency=not args.no_consistency,
-        consistency_config=consistency,
-        batch_size=args.batch_size,
-        topics=BagTopics(args.image_topic, args.odom_topic),
-        bag_root=args.bag_root,
-        train_log=args.train_log,
-        seed=args.seed,
-        progress=not args.no_progress,
-    )
+    """The :class:`EvalConfig` of parsed ``embodied-r eval`` arguments (ConfigError for bad values).
+
+    The VLM (--vlm) and the consistency reference (--reference) are generated with the LM's settings
+    (device, dtype, base URL, tokens, temperature); the reference runs on the LM's backend.
+    """
+    fields = flag_fields(EvalConfig, args)
+    lm: ModelConfig = fields["lm"]
+    vlm = replace(lm, model=args.vlm, backend=args.vlm_backend, adapter="") if args.vlm else None
+    reference = replace(lm, model=args.reference, adapter="") if args.reference else None
+    out = args.out or args.dataset / "eval" / f"{fields['system']}-{fields['split']}"
+    return EvalConfig(dataset=args.dataset, out=out, vlm=vlm, reference=reference, **fields)
 
 
 def run_eval_command(args: argparse.Namespace) -> int:

@@ -4,22 +4,17 @@ is documented there)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from embodied_r_training.synth.bag_writer import STORAGES
-from embodied_r_training.synth.generate import DEFAULT_START_S, SynthConfig, parse_size, synthesize
+from embodied_r_training.synth.generate import SynthConfig, parse_size, synthesize
 
+from .flags import add_config_flags, argument_type, config_from_flags
 
-def size_type(text: str) -> tuple[int, int]:
-    """``--size WxH`` for argparse: :func:`parse_size`, its message shown as the argument's error."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+# ``--size WxH`` for argparse: parse_size's message is the argument's error.
+size_type = argument_type(parse_size)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r synth``."""
+    """Add ``embodied-r synth``: the flags of :class:`SynthConfig`'s fields, and ``--size``."""
     parser = subparsers.add_parser(
         "synth",
         help="write synthetic egocentric rosbags with ground-truth spatial questions",
@@ -28,56 +23,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "questions.jsonl per scene whose answers come from the geometry. Same seed, same bytes.",
     )
     parser.set_defaults(func=run_synth)
-    parser.add_argument(
-        "--out", type=Path, required=True, help="output directory (scene_NNNN/ are created in it)"
-    )
-    parser.add_argument("--scenes", type=int, default=1, help="number of scenes (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed; scene i depends only on (seed, i)")
+    add_config_flags(parser, SynthConfig, ("out", "scenes", "seed"))
     parser.add_argument(
         "--size", type=size_type, default=(640, 480), metavar="WxH", help="image size (640x480)"
     )
-    parser.add_argument("--rate", type=float, default=10.0, help="camera (and odometry) rate in Hz (10)")
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per scene (30)")
-    parser.add_argument("--storage", choices=STORAGES, default="mcap", help="rosbag2 storage (mcap)")
-    parser.add_argument(
-        "--compressed",
-        action="store_true",
-        help="JPEG images on /camera/image_raw/compressed instead of raw rgb8 (bags ~20x smaller)",
-    )
-    parser.add_argument("--jpeg-quality", type=int, default=90, help="with --compressed (90)")
-    parser.add_argument("--outdoor", action="store_true", help="drone flights over a plaza instead of rooms")
-    parser.add_argument("--preview", action="store_true", help="also write scene_NNNN/preview.png")
-    parser.add_argument("--hfov", type=float, default=70.0, help="horizontal field of view in degrees (70)")
-    parser.add_argument("--questions-per-task", type=int, default=2, help="per task and form, per scene (2)")
-    parser.add_argument(
-        "--start-time",
-        type=int,
-        default=DEFAULT_START_S,
-        help=f"stamp of each bag's first message, seconds since the epoch ({DEFAULT_START_S})",
-    )
-    parser.add_argument("--jobs", type=int, default=1, help="scenes rendered in parallel processes (1)")
+    add_config_flags(parser, SynthConfig, _AFTER_SIZE)
+
+
+# The fields whose flags follow --size in the help, in field order.
+_AFTER_SIZE = (
+    "rate_hz", "duration_s", "storage", "compressed", "jpeg_quality", "outdoor", "preview", "hfov_deg",
+    "questions_per_task", "start_s", "jobs",
+)  # fmt: skip
 
 
 def run_synth(args: argparse.Namespace) -> int:
     """Run ``embodied-r synth`` from parsed arguments."""
-    config = SynthConfig(
-        out=args.out,
-        scenes=args.scenes,
-        seed=args.seed,
-        width=args.size[0],
-        height=args.size[1],
-        rate_hz=args.rate,
-        duration_s=args.duration,
-        storage=args.storage,
-        compressed=args.compressed,
-        jpeg_quality=args.jpeg_quality,
-        outdoor=args.outdoor,
-        preview=args.preview,
-        hfov_deg=args.hfov,
-        questions_per_task=args.questions_per_task,
-        start_s=args.start_time,
-        jobs=args.jobs,
-    )
+    width, height = args.size
+    config = config_from_flags(SynthConfig, args, width=width, height=height)
     results = synthesize(config)
     for r in results:
         extra = f", preview {r.directory / 'preview.png'}" if config.preview else ""

@@ -33,12 +33,22 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from embodied_r_ros import prompts
-from embodied_r_ros.config import GROUND_TRUTH, ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.config import (
+    GROUND_TRUTH,
+    REQUIRED,
+    Alias,
+    ConfigError,
+    KeyFrameConfig,
+    ModelConfig,
+    param,
+    section,
+)
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions
 
 from ..synth.ground_truth import (
+    DEFAULT_SCENE_FILE,
     DESCRIPTION,
     LABEL_PREFIX,
     GroundTruthError,
@@ -56,19 +66,50 @@ DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
 
 @dataclass
 class PrepareConfig:
-    """Everything ``embodied-r prepare`` needs."""
+    """Everything ``embodied-r prepare`` needs; the fields' flags are declared with them."""
 
     questions: list[Path]
-    out: Path
-    vlm: ModelConfig
-    cache: Path = DEFAULT_CACHE
+    out: Path = param(REQUIRED, "output data-set directory", flag="--out")
+    vlm: ModelConfig = section(
+        ModelConfig,
+        model={
+            "flag": Alias(
+                "--vlm",
+                "VLM: local directory or served model name; with --vlm-backend ground_truth the scene file: "
+                f"a bare name is looked up beside each bag directory (default {DEFAULT_SCENE_FILE})",
+            )
+        },
+        backend={
+            "flag": Alias(
+                "--vlm-backend",
+                "transformers, openai, or ground_truth: no VLM, a measuring instrument for `embodied-r "
+                "synth` bags that describes key frames from the scene's geometry (what a perfect VLM would "
+                "say)",
+            )
+        },
+        base_url={"flag": Alias("--base-url", "openai backend: server URL")},
+        max_concurrency={"flag": Alias("--concurrency", "openai backend: requests in flight")},
+        device={"flag": "--device"},
+        max_new_tokens={"flag": "--max-new-tokens"},
+    )
+    cache: Path = param(DEFAULT_CACHE, f"description cache ({DEFAULT_CACHE})", flag="--cache")
     topics: BagTopics = field(default_factory=BagTopics)
-    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
-    seed: int = 0
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    folds: int = 0
-    batch_size: int = 32  # VLM requests (key frames) per generate call; a kill loses at most one batch
-    progress: bool = True
+    keyframes: KeyFrameConfig = section(
+        KeyFrameConfig,
+        max_keyframes={
+            "flag": Alias(
+                "--max-keyframes",
+                "key frames per question at most (paper: 32; fewer make shorter prompts, as the node's "
+                "keyframes.max_keyframes does)",
+            )
+        },
+    )
+    seed: int = param(0, "split shuffle seed", flag="--seed")
+    fractions: tuple[float, float, float] = param((0.8, 0.1, 0.1), "TRAIN,VAL,TEST fractions", flag="--split")
+    folds: int = param(0, "add a fold column with K folds by scene", flag="--folds")
+    # A kill loses at most one batch.
+    batch_size: int = param(32, "VLM requests per generate call", flag="--batch-size")
+    progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
 
     @property
     def ground_truth(self) -> bool:

@@ -41,7 +41,15 @@ from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
-from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig
+from embodied_r_ros.config import (
+    LM_BACKENDS,
+    Alias,
+    ConfigError,
+    KeyFrameConfig,
+    ModelConfig,
+    param,
+    section,
+)
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -91,28 +99,52 @@ def vlm_alone_request(images: Sequence[Any], question: str, options: Sequence[st
 # Configuration
 
 
+def _default_lm() -> ModelConfig:
+    return ModelConfig(model=DEFAULT_LM, max_new_tokens=512)
+
+
 @dataclass
 class EvalConfig:
     """Everything ``embodied-r eval`` needs. ``lm`` and ``vlm`` carry the generation settings
-    (``max_new_tokens``, ``temperature``); ``reference`` None means the base LM (``lm`` without adapter)."""
+    (``max_new_tokens``, ``temperature``); ``reference`` None means the base LM (``lm`` without adapter).
+
+    The fields' flags are declared with them; ``embodied-r eval`` gives ``vlm`` and ``reference`` the
+    generation settings of ``lm`` (--vlm, --vlm-backend, --reference).
+    """
 
     dataset: Path
     out: Path
-    system: str = "reasoner"
-    split: str = "test"
-    limit: int = 0  # 0 = every record of the split
-    lm: ModelConfig = field(default_factory=lambda: ModelConfig(model=DEFAULT_LM, max_new_tokens=512))
+    system: str = param("reasoner", "what answers (default reasoner)", choices=SYSTEMS, flag="--system")
+    split: str = param("test", "the data-set split to score", choices=SPLITS, flag="--split")
+    limit: int = param(0, "first N records only (0 = all)", flag="--limit")
+    lm: ModelConfig = section(
+        _default_lm,
+        model={"flag": Alias("--lm", f"reasoning LM: directory or name ({DEFAULT_LM})")},
+        adapter={"flag": Alias("--adapter", "LoRA adapter directory for --lm (reasoner only)")},
+        backend={"flag": "--lm-backend", "choices": LM_BACKENDS},
+        base_url={"flag": Alias("--base-url", "openai backends: server URL")},
+        device={"flag": "--device"},
+        dtype={"flag": "--dtype"},
+        temperature={"flag": Alias("--temperature", "0 = greedy")},
+        max_new_tokens={"flag": "--max-new-tokens"},
+    )
     vlm: ModelConfig | None = None
     reference: ModelConfig | None = None
-    consistency: bool = True
-    consistency_config: ConsistencyConfig = field(default_factory=ConsistencyConfig)
-    batch_size: int = 8  # records per generate call
+    consistency: bool = param(
+        True,
+        "check each correct answer's reasoning with the reference model",
+        flag=Alias("--no-consistency", "skip the consistency check"),
+    )
+    consistency_config: ConsistencyConfig = section(
+        ConsistencyConfig, temperature={"description": "paper: 0.1", "flag": "--reference-temperature"}
+    )
+    batch_size: int = param(8, "records per generate call", flag="--batch-size")
     topics: BagTopics = field(default_factory=BagTopics)
     candidate_fps: float = KeyFrameConfig().candidate_fps
-    bag_root: Path | None = None  # vlm: bags at bag_root/<scene> instead of the recorded paths
-    train_log: Path | None = None
-    seed: int = 0
-    progress: bool = True
+    bag_root: Path | None = param(None, "--system vlm: bags at DIR/<scene>", flag="--bag-root")
+    train_log: Path | None = param(None, "trainer_state.json or its directory", flag="--train-log")
+    seed: int = param(0, "seed of the sampling (temperature > 0, the reference's)", flag="--seed")
+    progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:

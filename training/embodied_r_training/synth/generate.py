@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodied_r_ros.config import ConfigError
+from embodied_r_ros.config import REQUIRED, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import Question, write_questions
 
@@ -67,24 +67,36 @@ BAG_DIR = "bag"
 
 @dataclass(frozen=True)
 class SynthConfig:
-    """Everything ``embodied-r synth`` needs; invalid values raise ConfigError naming the option."""
+    """Everything ``embodied-r synth`` needs; invalid values raise ConfigError naming the option.
 
-    out: Path
-    scenes: int = 1
-    seed: int = 0
+    Each field's flag of ``embodied-r synth`` is declared with it (``param(..., flag=...)``); ``--size WxH``
+    sets width and height.
+    """
+
+    out: Path = param(REQUIRED, "output directory (scene_NNNN/ are created in it)", flag="--out")
+    scenes: int = param(1, "number of scenes (default 1)", flag="--scenes")
+    seed: int = param(0, "seed; scene i depends only on (seed, i)", flag="--seed")
     width: int = 640
     height: int = 480
-    rate_hz: float = 10.0
-    duration_s: float = 30.0
-    storage: str = "mcap"
-    compressed: bool = False
-    jpeg_quality: int = 90
-    outdoor: bool = False
-    preview: bool = False
-    hfov_deg: float = 70.0
-    questions_per_task: int = 2
-    start_s: int = DEFAULT_START_S
-    jobs: int = 1
+    rate_hz: float = param(10.0, "camera (and odometry) rate in Hz (10)", flag="--rate")
+    duration_s: float = param(30.0, "seconds per scene (30)", flag="--duration")
+    storage: str = param("mcap", "rosbag2 storage (mcap)", choices=STORAGES, flag="--storage")
+    compressed: bool = param(
+        False,
+        "JPEG images on /camera/image_raw/compressed instead of raw rgb8 (bags ~20x smaller)",
+        flag="--compressed",
+    )
+    jpeg_quality: int = param(90, "with --compressed (90)", flag="--jpeg-quality")
+    outdoor: bool = param(False, "drone flights over a plaza instead of rooms", flag="--outdoor")
+    preview: bool = param(False, "also write scene_NNNN/preview.png", flag="--preview")
+    hfov_deg: float = param(70.0, "horizontal field of view in degrees (70)", flag="--hfov")
+    questions_per_task: int = param(2, "per task and form, per scene (2)", flag="--questions-per-task")
+    start_s: int = param(
+        DEFAULT_START_S,
+        f"stamp of each bag's first message, seconds since the epoch ({DEFAULT_START_S})",
+        flag="--start-time",
+    )
+    jobs: int = param(1, "scenes rendered in parallel processes (1)", flag="--jobs")
 
     def __post_init__(self) -> None:
         def check(ok: bool, message: str) -> None:
