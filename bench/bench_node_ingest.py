@@ -146,15 +146,18 @@ def main() -> None:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
+    from embodied_r_ros.cli.parts import perceivers
     from embodied_r_ros.ros.node import EmbodiedRNode
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()
-    overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"), "vlm.device": "cpu",
-                 "lm.device": "cpu", "odometry.topic": "", "camera.qos": args.qos,
+    overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
+                 "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu", "odometry.topic": "",
+                 "camera.qos": args.qos,
                  "query.pre_encode_keyframes": not args.no_pre_encode}  # fmt: skip
     node = EmbodiedRNode(
+        perceivers=perceivers(),
         parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],
         camera_thread=not args.shared_executor,
     )

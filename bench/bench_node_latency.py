@@ -53,6 +53,7 @@ def main() -> None:
     from rclpy.qos import QoSProfile
     from sensor_msgs.msg import Image
 
+    from embodied_r_ros.cli.parts import perceivers
     from embodied_r_ros.frames import NS_PER_S
     from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
     from embodied_r_ros.ros.node import EmbodiedRNode
@@ -63,11 +64,12 @@ def main() -> None:
     rclpy.init()
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.device": "cpu", "lm.device": "cpu",
+        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
         "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
         "camera.qos": "reliable", "camera.qos_depth": 100, "query.window_s": args.seconds,
     }  # fmt: skip
-    node = EmbodiedRNode(parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    parameters = [Parameter(k, value=v) for k, v in overrides.items()]
+    node = EmbodiedRNode(perceivers=perceivers(), parameter_overrides=parameters)
     client = rclpy.create_node("bench_latency_client")
     images = client.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=100))
     odometry = client.create_publisher(Odometry, "/odom", QoSProfile(depth=100))

@@ -81,7 +81,7 @@ def main() -> None:
     params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.device": "cpu", "lm.device": "cpu",
+        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
         "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
         "camera.qos": "reliable", "buffer.history_s": float(args.history_s), "query.window_s": 30.0,
     }  # fmt: skip

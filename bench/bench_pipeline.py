@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from embodied_r_ros.backends import load_backend
-from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.config import model_config
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR
@@ -86,8 +86,8 @@ def main() -> None:
 
     models = ensure_tiny_models(args.models_dir)
     common = dict(device="cpu", dtype="float32", max_new_tokens=args.max_new_tokens)
-    vlm = load_backend(ModelConfig(model=str(models / "vlm"), **common), vision=True)
-    lm = load_backend(ModelConfig(model=str(models / "lm"), **common), vision=False)
+    vlm = load_backend(model_config(str(models / "vlm"), **common), vision=True)
+    lm = load_backend(model_config(str(models / "lm"), **common), vision=False)
     perceiver = Perceiver(vlm)
 
     # 1. batched vs sequential description

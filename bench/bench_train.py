@@ -1,6 +1,6 @@
 """GRPO training benchmarks with the tiny LM on the CPU, every figure from runs in the same process.
 
-1. Share of step time spent in our reward code (:class:`~embodied_r_training.rl.rewards.StagedReward`:
+1. Share of step time spent in our reward code (:class:`~embodied_r_training.rl.staged_reward.StagedReward`:
    parsing, grading, weighting, building the reference queries), with the reference model's answer call
    (``PolicyReference.generate``) timed and reported separately, as is the time inside the reference
    model's ``generate``. Two stages: 7:3:0 (format-first, no reference) and 1:7:2 (consistency weighted: the
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace, model: Path, data: Path, out: Path, stage: str
     wall = total("wall")
     ours = total("reward") - total("reference")  # the reference call runs inside the reward
     inner = total("ref_generate") / wall if "ref_generate" in timer.parts else None  # not timed with LoRA
-    accuracy = [r["reward/accuracy"] for r in trainer.state.log_history if "reward/accuracy" in r]
+    accuracy = [r["rewards/accuracy/mean"] for r in trainer.state.log_history if "rewards/accuracy/mean" in r]
     return {
         "stage": stage,
         "lora": lora,

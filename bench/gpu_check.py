@@ -407,7 +407,7 @@ def vision_backend(name: str, model: Any, tokenizer: Any, checkpoint: Path, new_
     backend.path = checkpoint
     backend.supports_images = backend.is_vision_language = True
     backend.image_processor = AutoImageProcessor.from_pretrained(checkpoint, backend="pil")
-    backend.image_cache = EncodedImageCache(int(backend.config.image_cache_mb * 2**20))
+    backend.image_cache = EncodedImageCache(int(backend.config.transformers.image_cache_mb * 2**20))
     return backend
 
 

@@ -29,11 +29,7 @@ class ConfigError(ValueError):
     """A configuration value or key that cannot be used; the message says which and why."""
 
 
-# ground_truth is no model: perception computed from a simulator scene (the VLM role only; see
-# embodied_r_training.synth.ground_truth), a measuring instrument that separates reasoning from perception.
-GROUND_TRUTH = "ground_truth"
-BACKENDS = ("transformers", "openai", GROUND_TRUTH)
-LM_BACKENDS = tuple(b for b in BACKENDS if b != GROUND_TRUTH)  # what the reasoning LM may run on
+BACKENDS = ("transformers", "openai")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -74,6 +70,18 @@ class ParamSpec:
     # Flag of the command that fills this config (`embodied-r run` for the node's); a bare name takes the
     # description as its help.
     flag: Alias | str | None = None
+    # Values it took once and what to set instead ({"ground_truth": "perception.perceiver: ..."}), so that
+    # an old config fails with the fix instead of a bare list of choices.
+    retired: tuple[tuple[str, str], ...] = ()
+
+    def problem(self, name: str, value: Any) -> str | None:
+        """Why ``value`` is not a valid choice of parameter ``name`` (None: it is, or any value is)."""
+        if not self.choices or value in self.choices:
+            return None
+        instead = dict(self.retired).get(value)
+        if instead is not None:
+            return f"{name} {value!r} is no longer accepted: {instead}"
+        return f"{name} must be one of {', '.join(self.choices)}, got {value!r}"
 
 
 def param(
@@ -85,15 +93,19 @@ def param(
     dynamic: bool = False,
     launch: Alias | None = None,
     flag: Alias | str | None = None,
+    retired: dict[str, str] | None = None,
 ) -> Any:
-    """A config field with its default and what the node declares for it (``bounds``: inclusive range).
+    """A config field with its default and what the node declares for it (``bounds``: inclusive range;
+    ``retired``: values it no longer accepts, each with what to set instead).
 
     ``default`` :data:`REQUIRED` makes a field without default. ``flag`` names the field's flag in the
     command that builds this config (:mod:`embodied_r_ros.cli.flags`); a bare name has the description
     as its help.
     """
     lo, hi = bounds if bounds is not None else (None, None)
-    spec = ParamSpec(description, lo, hi, tuple(choices), dynamic, launch, flag)
+    spec = ParamSpec(
+        description, lo, hi, tuple(choices), dynamic, launch, flag, tuple((retired or {}).items())
+    )
     return field(default=default, metadata={_PARAM: spec})
 
 
@@ -101,8 +113,9 @@ def section(factory: Callable[[], Any], **overrides: dict[str, Any]) -> Any:
     """A nested config field; ``overrides`` change what some of its fields say as parameters of this section.
 
     ``vlm`` and ``lm`` share :class:`ModelConfig` but describe their model differently, e.g.
-    ``section(_default_lm, model={"description": ...}, backend={"choices": LM_BACKENDS})``. A field
-    declared without :func:`param` gets its ParamSpec here (``{"description": ..., "flag": ...}``).
+    ``section(_default_lm, model={"description": ...})``. A field declared without :func:`param` gets its
+    ParamSpec here (``{"description": ..., "flag": ...}``). The overrides of a nested section are one level
+    deeper: ``section(ModelConfig, openai={"base_url": {"flag": "--base-url"}})``.
     """
     return field(default_factory=factory, metadata={_OVERRIDES: overrides})
 
@@ -119,10 +132,8 @@ def _check_param(config: Any, name: str, where: str, note: str = "") -> None:
     fields check their own minimum in ``__post_init__``.
     """
     spec, value = _field_spec(config, name), getattr(config, name)
-    if spec.choices:
-        _check(
-            value in spec.choices, f"{where}{name} must be one of {', '.join(spec.choices)}, got {value!r}"
-        )
+    problem = spec.problem(where + name, value)
+    _check(problem is None, problem or "")
     if spec.lo is not None and spec.hi is not None:
         _check(spec.lo <= value <= spec.hi, f"{where}{name} must be in {spec.lo}..{spec.hi}{note}")
 
@@ -192,7 +203,7 @@ class KeyFrameConfig:
 
 
 # What a model's fields say as parameters. NodeConfig's vlm and lm sections put the role in front of
-# _MODEL_SOURCE, and only the VLM may be ground truth.
+# _MODEL_SOURCE.
 _MODEL_SOURCE = (
     "Hugging Face repo id (in the local cache) or checkpoint directory; served model name with backend openai"
 )
@@ -200,18 +211,20 @@ _BACKEND = "transformers (in-process) or openai (an OpenAI-compatible server suc
 # vlm and lm share ModelConfig, so these launch arguments and run flags set the field of both models.
 _BOTH = "both models"
 _DEVICE_HELP = f"{_BOTH}: auto, cpu, cuda, cuda:N"
+# The value vlm.backend took before ground truth became a perceiver (an old config names the fix).
+_GROUND_TRUTH_MOVED = {
+    "ground_truth": "ground-truth perception is a perceiver, not a model backend: set "
+    "perception.perceiver: ground_truth and perception.scene: <the scene.json beside the bag> instead"
+}
 
 
 @dataclass
-class ModelConfig:
-    """One model: where it lives and how it is run."""
+class TransformersOptions:
+    """How the transformers backend runs a model in-process (used only with ``backend: transformers``)."""
 
-    # Hub repo id or local directory (transformers) / served model name (openai) / scene.json (ground_truth).
-    model: str = param("", _MODEL_SOURCE)
-    backend: str = param("transformers", _BACKEND, choices=BACKENDS, flag=Alias("--backend", _BOTH))
     device: str = param(
         "auto",
-        "auto, cpu, cuda or cuda:N (transformers backend)",
+        "auto, cpu, cuda or cuda:N",
         launch=Alias("device", _DEVICE_HELP),
         flag=Alias("--device", _DEVICE_HELP),
     )
@@ -222,35 +235,91 @@ class ModelConfig:
         flag=Alias("--dtype", _BOTH),
     )
     adapter: str = param("", "optional LoRA adapter directory (PEFT save_pretrained); empty = none")
-    max_new_tokens: int = param(
-        256, "tokens generated per call at most", bounds=(1, 32768), flag=Alias("--max-new-tokens", _BOTH)
-    )
-    temperature: float = param(0.0, "sampling temperature; 0 = greedy", bounds=(0.0, 10.0))
-    base_url: str = param(
-        "http://127.0.0.1:8000/v1", "openai backend: server URL, e.g. http://gpu-box:8000/v1"
-    )
-    api_key_env: str = param(
-        "OPENAI_API_KEY", "openai backend: NAME of the environment variable holding the API key"
-    )
-    timeout_s: float = param(60.0, "openai backend: seconds per HTTP request", bounds=(0.1, 3600.0))
-    retries: int = param(2, "openai backend: retries of a failed request", bounds=(0, 100))
-    max_concurrency: int = param(8, "openai backend: requests in flight at once", bounds=(1, 1024))
     image_cache_mb: float = param(
-        256.0, "transformers VLM: MB of encoded key frames kept for reuse; 0 = off", bounds=(0.0, 1_000_000.0)
+        256.0, "VLM: MB of encoded key frames kept for reuse; 0 = off", bounds=(0.0, 1_000_000.0)
     )
     trust_remote_code: bool = param(False, "allow custom model code from the checkpoint (off by default)")
     # Off by default: robots usually run offline.
     allow_download: bool = param(False, "fetch the model from the hub when it is not on disk")
 
     def __post_init__(self) -> None:
-        _check_param(self, "backend", "model ")
         _check_param(self, "dtype", "model ")
-        _check(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
-        _check(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
+        _check(self.image_cache_mb >= 0, "model image_cache_mb must be >= 0 (0 turns the cache off)")
+
+
+@dataclass
+class OpenAIOptions:
+    """How the openai backend reaches its server (used only with ``backend: openai``)."""
+
+    base_url: str = param("http://127.0.0.1:8000/v1", "server URL, e.g. http://gpu-box:8000/v1")
+    api_key_env: str = param("OPENAI_API_KEY", "NAME of the environment variable holding the API key")
+    timeout_s: float = param(60.0, "seconds per HTTP request", bounds=(0.1, 3600.0))
+    retries: int = param(2, "retries of a failed request", bounds=(0, 100))
+    max_concurrency: int = param(8, "requests in flight at once", bounds=(1, 1024))
+
+    def __post_init__(self) -> None:
         _check(self.timeout_s > 0, "model timeout_s must be > 0")
         _check(self.retries >= 0, "model retries must be >= 0")
         _check(self.max_concurrency >= 1, "model max_concurrency must be >= 1")
-        _check(self.image_cache_mb >= 0, "model image_cache_mb must be >= 0 (0 turns the cache off)")
+
+
+@dataclass
+class ModelConfig:
+    """One model: where it lives, what it generates, and its backend's options (one section per backend)."""
+
+    # Hub repo id or local directory (transformers) / served model name (openai).
+    model: str = param("", _MODEL_SOURCE)
+    backend: str = param(
+        "transformers",
+        _BACKEND,
+        choices=BACKENDS,
+        flag=Alias("--backend", _BOTH),
+        retired=_GROUND_TRUTH_MOVED,
+    )
+    max_new_tokens: int = param(
+        256, "tokens generated per call at most", bounds=(1, 32768), flag=Alias("--max-new-tokens", _BOTH)
+    )
+    temperature: float = param(0.0, "sampling temperature; 0 = greedy", bounds=(0.0, 10.0))
+    transformers: TransformersOptions = section(TransformersOptions)
+    openai: OpenAIOptions = section(OpenAIOptions)
+
+    def __post_init__(self) -> None:
+        _check_param(self, "backend", "model ")
+        _check(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
+        _check(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
+
+    def with_adapter(self, adapter: str) -> ModelConfig:
+        """This model with LoRA adapter directory ``adapter`` ("" = none); everything else unchanged."""
+        return dataclasses.replace(self, transformers=dataclasses.replace(self.transformers, adapter=adapter))
+
+
+# Each backend's options section of ModelConfig, by backend name.
+_BACKEND_OPTIONS: dict[str, type] = {"transformers": TransformersOptions, "openai": OpenAIOptions}
+
+
+def model_config(model: str = "", **settings: Any) -> ModelConfig:
+    """A :class:`ModelConfig` from flat settings, each put in the section that declares it.
+
+    ``model_config("m", device="cpu", max_new_tokens=8)`` sets ``transformers.device``;
+    ``model_config("m", backend="openai", base_url=url)`` sets ``openai.base_url``. For code that takes a
+    model's settings from flags or keyword arguments; a name no section declares raises TypeError.
+    """
+    own: dict[str, Any] = {}
+    options: dict[str, dict[str, Any]] = {backend: {} for backend in _BACKEND_OPTIONS}
+    for key, value in settings.items():
+        backend = next((b for b, kind in _BACKEND_OPTIONS.items() if key in _field_names(kind)), None)
+        if backend is not None:
+            options[backend][key] = value
+        elif key in _field_names(ModelConfig) and key not in _BACKEND_OPTIONS:
+            own[key] = value
+        else:
+            raise TypeError(f"model_config() got an unknown setting {key!r}")
+    sections = {backend: kind(**options[backend]) for backend, kind in _BACKEND_OPTIONS.items()}
+    return ModelConfig(model=model, **own, **sections)
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
 
 
 def _default_vlm() -> ModelConfig:
@@ -261,10 +330,38 @@ def _default_lm() -> ModelConfig:
     return ModelConfig(model="Qwen/Qwen2.5-3B-Instruct", max_new_tokens=512)
 
 
+# The core's perceiver (embodied_r_ros.perceivers): the VLM of the vlm section describes the key frames.
+VLM_PERCEIVER = "vlm"
+
+
+@dataclass
+class PerceptionConfig:
+    """What describes the key frames: a perceiver, by the name it is registered under
+    (:mod:`embodied_r_ros.perceivers`)."""
+
+    perceiver: str = param(
+        VLM_PERCEIVER,
+        "what describes the key frames: vlm (the VLM of the vlm.* parameters), or a perceiver another "
+        "package registers: ground_truth (embodied_r_training) is not a VLM but a measuring instrument for "
+        "`embodied-r synth` bags, perception computed from the scene's geometry (what a perfect VLM would "
+        "say), to separate reasoning from perception",
+    )
+    scene: str = param(
+        "",
+        "perceiver ground_truth: the scene.json that `embodied-r synth` wrote beside the bag being played",
+    )
+
+    def __post_init__(self) -> None:
+        _check(
+            bool(self.perceiver.strip()), f"perception.perceiver must not be empty ({VLM_PERCEIVER}: the VLM)"
+        )
+
+
 @dataclass
 class PipelineConfig:
-    """Everything the core pipeline needs: models, key frames, buffer."""
+    """Everything the core pipeline needs: perception, models, key frames, buffer."""
 
+    perception: PerceptionConfig = field(default_factory=PerceptionConfig)
     vlm: ModelConfig = field(default_factory=_default_vlm)
     lm: ModelConfig = field(default_factory=_default_lm)
     keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
@@ -279,13 +376,14 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, base: T | None = Non
     data = dict(data or {})
     known = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(known))
+    base = cls() if base is None else base
     if unknown:
         raise ConfigError(
             f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
             f"known keys{' under ' + where.rstrip('.') if where else ''}: {', '.join(sorted(known))}"
+            + _moved_hint(base, unknown, where)
         )
     values: dict[str, Any] = {}
-    base = cls() if base is None else base
     for name, value in data.items():
         current = getattr(base, name)
         if dataclasses.is_dataclass(current):
@@ -295,6 +393,21 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, base: T | None = Non
         else:
             values[name] = _coerce(value, current, f"{where}{name}")
     return dataclasses.replace(base, **values)
+
+
+def _moved_hint(config: Any, keys: list[str], where: str) -> str:
+    """A hint ("; did you mean vlm.transformers.device?") for keys that a section of ``config`` declares
+    (a key that moved into a section, such as a model's backend options); "" for none."""
+    sections = [
+        f.name for f in dataclasses.fields(config) if dataclasses.is_dataclass(getattr(config, f.name))
+    ]
+    found = [
+        f"{where}{name}.{key}"
+        for key in keys
+        for name in sections
+        if key in _field_names(type(getattr(config, name)))
+    ]
+    return f"; did you mean {', '.join(found)}?" if found else ""
 
 
 def _coerce(value: Any, default: Any, name: str) -> Any:
@@ -426,7 +539,7 @@ class QueryConfig:
     pre_encode_keyframes: bool = param(
         True,
         "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
-        "(nothing to encode with vlm.backend ground_truth)",
+        "(nothing to encode with perception.perceiver ground_truth)",
         dynamic=True,
     )
     # Bounds on one request: the question goes to the VLM once per key frame, so an unbounded one can
@@ -452,15 +565,6 @@ class QueryConfig:
         _check_param(self, "max_option_chars", "query.")
 
 
-_GROUND_TRUTH_MODEL = (
-    "; with backend ground_truth: the scene.json that `embodied-r synth` wrote beside the bag being played"
-)
-_GROUND_TRUTH_BACKEND = (
-    ", or ground_truth: not a VLM but a measuring instrument for simulator bags, perception computed from "
-    "the scene's geometry (what a perfect VLM would say), to separate reasoning from perception"
-)
-
-
 @dataclass
 class NodeConfig:
     """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
@@ -468,16 +572,15 @@ class NodeConfig:
     camera: CameraConfig = section(CameraConfig)
     odometry: OdometryConfig = section(OdometryConfig)
     query: QueryConfig = section(QueryConfig)
+    perception: PerceptionConfig = section(PerceptionConfig)
     vlm: ModelConfig = section(
         _default_vlm,
         model={
-            "description": "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct): "
-            + _MODEL_SOURCE
-            + _GROUND_TRUTH_MODEL,
+            "description": "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct), used with "
+            "perception.perceiver vlm: " + _MODEL_SOURCE,
             "launch": Alias("vlm", "VLM: repo id or checkpoint directory"),
             "flag": Alias("--vlm", "VLM repo id or directory (parameter vlm.model)"),
         },
-        backend={"description": _BACKEND + _GROUND_TRUTH_BACKEND},
     )
     lm: ModelConfig = section(
         _default_lm,
@@ -486,7 +589,6 @@ class NodeConfig:
             "launch": Alias("lm", "LM: repo id or checkpoint directory"),
             "flag": Alias("--lm", "LM repo id or directory (parameter lm.model)"),
         },
-        backend={"choices": LM_BACKENDS},
     )
     keyframes: KeyFrameConfig = section(KeyFrameConfig)
     buffer: BufferConfig = section(BufferConfig)
@@ -505,23 +607,18 @@ class NodeConfig:
 
     def pipeline(self) -> PipelineConfig:
         """The core pipeline's part of this configuration."""
-        return PipelineConfig(vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer)
+        return PipelineConfig(
+            perception=self.perception, vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer
+        )
 
 
 # ---------------------------------------------------------------------------------------------------
 # Reading the table.
 
 
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(config: Any) -> dict[str, Any]:
     """A config dataclass as {dotted field path: value}, in field order."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            values.update(flatten(value, f"{prefix}{f.name}."))
-        else:
-            values[f"{prefix}{f.name}"] = value
-    return values
+    return {leaf.name: leaf.default for leaf in leaf_fields(config)}
 
 
 class Leaf(NamedTuple):
@@ -555,7 +652,12 @@ def _leaves(config: Any, prefix: str, overrides: dict[str, dict[str, Any]]) -> I
     for f in fields:
         value = field_default(f) if isinstance(config, type) else getattr(config, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            yield from _leaves(value, f"{prefix}{f.name}.", f.metadata.get(_OVERRIDES, {}))
+            # The section's own overrides, then those of the section holding it (a model's backend
+            # options: section(ModelConfig, openai={"base_url": {"flag": ...}})).
+            inner: dict[str, dict[str, Any]] = dict(f.metadata.get(_OVERRIDES, {}))
+            for name, change in overrides.get(f.name, {}).items():
+                inner[name] = {**inner.get(name, {}), **change}
+            yield from _leaves(value, f"{prefix}{f.name}.", inner)
             continue
         spec: ParamSpec | None = f.metadata.get(_PARAM)
         change = overrides.get(f.name)
@@ -646,7 +748,7 @@ def shortcuts(kind: Literal["launch", "flag"], config: Any = None) -> dict[str, 
             continue
         if (known.help, known.kind) != (alias.help, leaf.kind):
             raise TypeError(f"{kind} {alias.name} sets {known.parameters[0]} and {name}, which differ")
-        # Only values that every parameter accepts (--backend: not ground_truth, which lm.backend refuses).
+        # Only values that every parameter it sets accepts.
         choices = tuple(c for c in known.choices if c in spec.choices) if spec.choices else known.choices
         default = known.default if known.default == leaf.default else None
         found[alias.name] = dataclasses.replace(

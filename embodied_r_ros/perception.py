@@ -9,15 +9,17 @@ told the motion; otherwise the VLM's action label is used, as in the paper.
 
 The pipeline, the node and ``embodied-r prepare`` take any :class:`KeyFramePerceiver`: the VLM's
 :class:`Perceiver`, or a measuring instrument that writes the same replies from other knowledge (the
-simulator's ground truth, ``embodied_r_training.synth.ground_truth``); both go through
-:func:`parse_descriptions`.
+simulator's ground truth, which the training package registers by name, see :mod:`.perceivers`); both go
+through :func:`parse_descriptions`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
 
 from . import prompts
 from .backends.base import ChatMessage, ChatRequest, GenerationBackend
@@ -54,6 +56,10 @@ _ACTION_SYNONYMS: tuple[tuple[str, str], ...] = (
     ),
     (r"\b(mov\w*|go\w*|went|walk\w*|fly\w*|flew|step\w*|back\w*)\s+(backward\w*|back)\b", "move backward"),
 )
+
+
+# Encodes images ahead of the questions that will send them (the VLM's vision tower into its image cache).
+ImageEncoder = Callable[[Sequence[np.ndarray]], Any]
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,11 @@ class KeyFramePerceiver(Protocol):
         self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
     ) -> list[Description]:
         """The parsed descriptions of one query's key frames."""
+        ...
+
+    def pre_encoder(self) -> ImageEncoder | None:
+        """What encodes key frames as they arrive so that questions find them ready, or None (nothing to
+        encode: no vision tower, or its cache is off)."""
         ...
 
     def close(self) -> None:
@@ -200,6 +211,15 @@ class Perceiver:
             return []
         (replies,) = self.replies([PerceptionQuery(keyframes, question, options)])
         return parse_descriptions(keyframes, replies)
+
+    def pre_encoder(self) -> ImageEncoder | None:
+        """The backend's image encoder when it keeps encoded images for reuse (transformers, with
+        ``transformers.image_cache_mb`` > 0); None otherwise (an openai server encodes on its side)."""
+        # An optional capability of backends (GenerationBackend does not require it).
+        encode = getattr(self.backend, "encode_images", None)
+        if encode is None or self.backend.config.transformers.image_cache_mb <= 0:
+            return None
+        return encode
 
     def close(self) -> None:
         """Release the VLM."""

@@ -10,55 +10,18 @@ import time
 from typing import Callable, Sequence
 
 from .answers import Answer
-from .backends import BackendError, GenerationBackend, load_backend
-from .config import GROUND_TRUTH, KeyFrameConfig, ModelConfig, PipelineConfig
+from .backends import BackendError, load_role
+from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
-from .perception import KeyFramePerceiver, Perceiver
+from .perceivers import PerceiverRegistry
+from .perception import ImageEncoder, KeyFramePerceiver
 from .reasoning import Reasoner
 
 log = logging.getLogger(__name__)
 
-# What logs and banners say about vlm.backend ground_truth (never call it a VLM).
-GROUND_TRUTH_BANNER = "ground-truth perception (simulator geometry, not a VLM)"
 # Called with (stage, progress 0..1); stages: "keyframes", "perception", "reasoning", "done".
 ProgressCallback = Callable[[str, float], None]
-
-
-def _load_role(role: str, key: str, config: ModelConfig, vision: bool) -> GenerationBackend:
-    """Load one model; any failure becomes a BackendError naming the role and its settings."""
-    try:
-        return load_backend(config, vision=vision)
-    except Exception as exc:  # any failure here means: this model cannot serve; say which and why
-        why = " ".join(str(exc).split()) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-        settings = f"{key}.model = {config.model!r}, {key}.backend = {config.backend}, {key}.device = "
-        settings += config.device
-        kind = type(exc) if isinstance(exc, BackendError) else BackendError
-        raise kind(f"cannot load the {role} ({settings}): {why}") from exc
-
-
-def ground_truth_perceiver(config: ModelConfig) -> KeyFramePerceiver:
-    """The simulator's ground-truth perception for ``vlm.backend: ground_truth`` (``vlm.model``: the
-    scene.json of the bag being played): a measuring instrument, not a VLM. Raises :class:`BackendError`
-    naming the setting and the fix."""
-    try:  # training code (world, renderer): imported only here, so the core never needs it
-        from embodied_r_training.synth.ground_truth import GroundTruthError, GroundTruthPerceiver
-    except ImportError as exc:
-        raise BackendError(
-            f"vlm.backend {GROUND_TRUTH} needs the package embodied_r_training (the synthetic world and its "
-            f"renderer), which is not importable ({exc}); install the whole project (`pip install .` in the "
-            "repository, or build it with colcon), or use a VLM backend (transformers, openai)"
-        ) from exc
-    if not config.model.strip():
-        raise BackendError(
-            f"vlm.backend {GROUND_TRUTH} needs vlm.model = the scene.json that `embodied-r synth` wrote "
-            "beside the bag (scene_NNNN/scene.json)"
-        )
-    try:
-        return GroundTruthPerceiver(config.model)
-    except GroundTruthError as exc:
-        where = f"vlm.model = {config.model!r}"
-        raise BackendError(f"cannot use ground-truth perception ({where}): {exc}") from exc
 
 
 class NoFramesError(ValueError):
@@ -66,10 +29,11 @@ class NoFramesError(ValueError):
 
 
 class EmbodiedR:
-    """Answers spatial questions about a clip with a VLM (perception) and an LM (reasoning).
+    """Answers spatial questions about a clip with a perceiver (a VLM) and an LM (reasoning).
 
-    ``perceiver`` is the VLM's :class:`Perceiver`, or any other :class:`KeyFramePerceiver` (the simulator's
-    ground truth).
+    ``perceiver`` is the VLM's :class:`~embodied_r_ros.perception.Perceiver`, or any other
+    :class:`KeyFramePerceiver` (the simulator's ground truth); ``perception`` says what it perceives with,
+    for logs and diagnostics (default: its label).
     """
 
     def __init__(
@@ -77,37 +41,36 @@ class EmbodiedR:
         perceiver: KeyFramePerceiver,
         reasoner: Reasoner,
         keyframe_config: KeyFrameConfig | None = None,
+        perception: str = "",
     ) -> None:
         self.perceiver = perceiver
         self.reasoner = reasoner
         self.keyframe_config = keyframe_config or KeyFrameConfig()
+        self.perception = perception or perceiver.label
 
     @classmethod
-    def from_config(cls, config: PipelineConfig) -> EmbodiedR:
-        """Load both models as configured (``config`` may be any config with ``vlm``, ``lm`` and
-        ``keyframes``, such as the node's).
+    def from_config(cls, config: PipelineConfig, *, perceivers: PerceiverRegistry) -> EmbodiedR:
+        """Make the perceiver ``config.perception.perceiver`` names, from ``perceivers``, then load the LM.
 
-        A model that cannot be loaded raises :class:`BackendError` (of the original kind, e.g.
-        ``ModelNotFoundError``) whose message names the role, its settings, the reason and the fix; a model
-        already loaded is released first. ``vlm.backend: ground_truth`` perceives with the simulator's
-        geometry instead of a VLM (:func:`ground_truth_perceiver`).
+        The perceiver comes first (ground truth fails fast, before the LM loads). Raises ConfigError for a
+        perceiver that is not registered, and :class:`BackendError` (of the original kind, e.g.
+        ``ModelNotFoundError``) whose message names the role, its settings, the reason and the fix when a
+        model cannot be loaded; what was made already is released first.
         """
-        if config.vlm.backend == GROUND_TRUTH:
-            perceiver = ground_truth_perceiver(config.vlm)  # first: it fails fast, before the LM loads
-            log.info("perception: %s, %s", perceiver.label, GROUND_TRUTH_BANNER)
-            return cls(perceiver, Reasoner(_load_role("LM", "lm", config.lm, False)), config.keyframes)
-        loaded: list[GenerationBackend] = []
+        perceiver = perceivers.create(config)
         try:
-            for role, key, model_config, vision in (
-                ("VLM", "vlm", config.vlm, True),
-                ("LM", "lm", config.lm, False),
-            ):
-                loaded.append(_load_role(role, key, model_config, vision))
+            reasoner = Reasoner(load_role("LM", "lm", config.lm, vision=False))
         except BackendError:
-            for backend in loaded:
-                backend.close()
+            perceiver.close()
             raise
-        return cls(Perceiver(loaded[0]), Reasoner(loaded[1]), config.keyframes)
+        perception = perceivers.describe(config)
+        log.info("perception: %s", perception)
+        return cls(perceiver, reasoner, config.keyframes, perception)
+
+    def pre_encoder(self) -> ImageEncoder | None:
+        """What encodes key frames ahead of their questions (the VLM's vision tower into its image cache),
+        or None when the perceiver has nothing to encode (no vision tower, its cache off, ground truth)."""
+        return self.perceiver.pre_encoder()
 
     def select_keyframes(self, frames: Sequence[Frame]) -> list[KeyFrame]:
         """The paper's key frames of a clip (batch rule; the node uses its streaming selector instead)."""

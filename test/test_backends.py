@@ -33,7 +33,7 @@ from embodied_r_ros.backends import (
     resolve_model_dir,
 )
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
-from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.config import ModelConfig, model_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_NEW = 8
@@ -270,11 +270,11 @@ def test_lora_adapter_changes_the_output_only_when_its_weights_do(tiny_models_di
     base = lm.first_step_logits(request)
 
     zero = _save_adapter(tiny_models_dir / "lm", tmp_path / "zero", nonzero=False)
-    with_zero = load_backend(ModelConfig(model=str(tiny_models_dir / "lm"), adapter=str(zero)), vision=False)
+    with_zero = load_backend(model_config(str(tiny_models_dir / "lm"), adapter=str(zero)), vision=False)
     assert torch.allclose(with_zero.first_step_logits(request), base, atol=1e-5)
 
     trained = _save_adapter(tiny_models_dir / "lm", tmp_path / "trained", nonzero=True)
-    config = ModelConfig(model=str(tiny_models_dir / "lm"), adapter=str(trained), max_new_tokens=MAX_NEW)
+    config = model_config(str(tiny_models_dir / "lm"), adapter=str(trained), max_new_tokens=MAX_NEW)
     adapted = load_backend(config, vision=False)
     assert (adapted.first_step_logits(request) - base).abs().max() > 1e-2
     assert adapted.generate_ids(request).token_ids != lm.generate_ids(request).token_ids
@@ -283,10 +283,10 @@ def test_lora_adapter_changes_the_output_only_when_its_weights_do(tiny_models_di
 def test_adapter_errors_name_the_folder(tiny_models_dir, tmp_path):
     model = str(tiny_models_dir / "lm")
     with pytest.raises(ModelNotFoundError, match="adapter directory .*nowhere"):
-        TransformersBackend(ModelConfig(model=model, adapter=str(tmp_path / "nowhere")), vision=False)
+        TransformersBackend(model_config(model, adapter=str(tmp_path / "nowhere")), vision=False)
     (tmp_path / "empty").mkdir()
     with pytest.raises(BackendError, match="adapter_config.json"):
-        TransformersBackend(ModelConfig(model=model, adapter=str(tmp_path / "empty")), vision=False)
+        TransformersBackend(model_config(model, adapter=str(tmp_path / "empty")), vision=False)
 
 
 # --- resolving models ---------------------------------------------------------------------------
@@ -453,8 +453,8 @@ SECRET = "sk-test-5ecret-never-logged"
 
 
 def _remote(url: str, **overrides: Any) -> OpenAIBackend:
-    config = ModelConfig(
-        model="tiny-vlm",
+    config = model_config(
+        "tiny-vlm",
         backend="openai",
         base_url=url,
         api_key_env=KEY_ENV,
@@ -551,10 +551,10 @@ def test_http_timeout_and_unreachable_server_give_clear_errors(server, monkeypat
 
 def test_http_configuration_errors(server):
     _, url = server
-    config = ModelConfig(model="tiny-lm", backend="openai", base_url=url)
+    config = model_config("tiny-lm", backend="openai", base_url=url)
     with pytest.raises(BackendError, match="text-only"):
         OpenAIBackend(config, vision=False).generate([[_user(_image(64, 64, 1), "what is this?")]])
     with pytest.raises(BackendError, match="must start with http"):
-        OpenAIBackend(ModelConfig(model="m", backend="openai", base_url="localhost:8000/v1"), vision=True)
+        OpenAIBackend(model_config("m", backend="openai", base_url="localhost:8000/v1"), vision=True)
     with pytest.raises(BackendError, match="no model configured"):
-        OpenAIBackend(ModelConfig(model="", backend="openai", base_url=url), vision=True)
+        OpenAIBackend(model_config("", backend="openai", base_url=url), vision=True)

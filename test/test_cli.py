@@ -132,6 +132,21 @@ def test_node_commands_work_without_the_training_package():
     )
     assert imported.returncode == 0 and "imported" in imported.stdout, imported.stderr
 
+    # Ground truth is the training package's perceiver: without it, asking for it says how to install it.
+    ground_truth = _python_without_training(
+        "from embodied_r_ros.cli.parts import perceivers\n"
+        "from embodied_r_ros.config import PerceptionConfig, PipelineConfig\n"
+        "print(perceivers().names())\n"
+        "try:\n"
+        "    perceivers().create(PipelineConfig(perception=PerceptionConfig('ground_truth', 'scene.json')))\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)"
+    )
+    assert ground_truth.returncode == 0, ground_truth.stderr
+    assert "('vlm',)" in ground_truth.stdout
+    assert "ConfigError perception.perceiver ground_truth is not available here" in ground_truth.stdout
+    assert "embodied_r_training" in ground_truth.stdout and "pip install ." in ground_truth.stdout
+
     listing = _python_without_training(cli, "--help")
     assert listing.returncode == 0, listing.stderr
     train_line = next(line for line in listing.stdout.splitlines() if line.strip().startswith("train"))

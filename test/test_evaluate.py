@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from embodied_r_training.eval.evaluate import (
     summarize,
     vlm_alone_request,
 )
-from embodied_r_training.eval.plots import load_log_history, plot_training_curves
+from embodied_r_training.eval.plots import load_log_history, plot_training_curves, reward_keys
 from embodied_r_training.rl.rewards import ConsistencyReward
 from embodied_r_training.synth.generate import SynthConfig, synthesize
 from fake_openai import FixedReplyServer
@@ -29,7 +28,7 @@ from synth_helpers import decode_image, read_bag, stamp_ns
 from embodied_r_ros.backends.adapter_off import AdapterOff
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.cli.main import main
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, model_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FAST = ["--device", "cpu", "--max-new-tokens", "12", "--batch-size", "8", "--no-progress"]
@@ -95,8 +94,8 @@ def _trainer_state(directory: Path, steps: int = 4) -> Path:
     history = [
         {
             "step": s, "loss": 0.1, "reward": 0.1 * s, "reward_std": 0.05,
-            "rewards/embodied_r_reward/mean": 0.1 * s, "rewards/embodied_r_reward/std": 0.1,
-            "reward/format": 0.2 * s, "reward/accuracy": 0.0,
+            "rewards/total/mean": 0.1 * s, "rewards/total/std": 0.1,
+            "rewards/format/mean": 0.2 * s, "rewards/accuracy/mean": 0.0, "weight/format": 0.7,
             "completions/mean_length": 200 - 20 * s, "completions/min_length": 100 - 10 * s,
             "completions/max_length": 300 - 20 * s, "completions/mean_terminated_length": 150.0,
         }
@@ -321,10 +320,10 @@ def test_no_reference_call_when_nothing_is_correct() -> None:
 def test_adapter_off_reference_is_the_base_model(tiny_models_dir, adapter) -> None:
     from embodied_r_ros.backends import load_backend
 
-    config = ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu", max_new_tokens=8)
+    config = model_config(str(tiny_models_dir / "lm"), device="cpu", max_new_tokens=8)
     request = [[ChatMessage.text("user", "Is the chair left or right of the lamp?")]]
     base = load_backend(config, vision=False)
-    tuned = load_backend(replace(config, adapter=str(adapter)), vision=False)
+    tuned = load_backend(config.with_adapter(str(adapter)), vision=False)
     try:
         assert not np.allclose(base.first_step_logits(request), tuned.first_step_logits(request), atol=1e-4)
         assert AdapterOff(tuned).generate(request) == base.generate(request)
@@ -335,6 +334,9 @@ def test_adapter_off_reference_is_the_base_model(tiny_models_dir, adapter) -> No
 
 def test_training_curves_from_a_log_history(tmp_path) -> None:
     log = load_log_history(_trainer_state(tmp_path / "state"))
+    assert reward_keys(log) == [  # the total and every reward by name (weights are not rewards)
+        "reward", "rewards/total/mean", "rewards/format/mean", "rewards/accuracy/mean", "eval_reward"
+    ]  # fmt: skip
     written = plot_training_curves(log, tmp_path / "plots")
     assert [p.name for p in written] == ["rewards.png", "length.png"]
     for path in written:

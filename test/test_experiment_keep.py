@@ -1,5 +1,6 @@
-"""The SmolLM2 experiment keeps finished results with their code state and restores them only while that
-code is unchanged (training/experiments/smollm2_grpo.py, KeptResults)."""
+"""The experiments keep finished results with what made them (training/experiments/kept.py, used by
+smollm2_grpo.py) and restore them only while that code is unchanged and for the same recipe: config, model,
+data and arguments."""
 
 from __future__ import annotations
 
@@ -11,16 +12,34 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "training" / "experiments" / "smollm2_grpo.py"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "training" / "experiments"
+CONFIGS = EXPERIMENTS.parents[0] / "configs"
+
+
+def _load(name: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))  # the scripts import kept.py beside them
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Kept:
+    """kept.KeptResults over the test's repository, with a fixed recipe unless one is given."""
+
+    def __init__(self, kept_module, repo: Path) -> None:
+        self.module, self.repo = kept_module, repo
+
+    def KeptResults(self, root, out, config, recipe=None):  # noqa: N802 (the class it stands for)
+        recipe = recipe or self.module.Recipe({"config": "c1", "model": "m1"})
+        return self.module.KeptResults(self.repo, root, out, recipe, [config])
 
 
 @pytest.fixture
 def experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The experiment module with REPO pointing at a fresh git repository holding one config file."""
-    spec = importlib.util.spec_from_file_location("smollm2_grpo_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    """kept.py's KeptResults over a fresh git repository holding one config file."""
+    kept_module = _load("kept", monkeypatch)
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -28,8 +47,7 @@ def experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (repo / "config.yaml").write_text("steps: 1\n")
     subprocess.run([*git, "add", "config.yaml"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    monkeypatch.setattr(module, "REPO", repo)
-    return module, repo
+    return _Kept(kept_module, repo), repo
 
 
 def test_results_are_restored_only_while_their_code_is_unchanged(experiment, tmp_path: Path) -> None:
@@ -88,3 +106,60 @@ def test_a_result_other_code_left_in_out_is_set_aside_not_kept(experiment, tmp_p
     (other / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))
     assert module.KeptResults(root, tmp_path / "other", config).restore("eval", "grpo", ("metrics.json",))
     assert json.loads((other / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
+
+
+def test_another_recipe_never_restores_a_result(experiment, tmp_path: Path) -> None:
+    helper, repo = experiment
+    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
+    Recipe = helper.module.Recipe
+    cpu = Recipe({"config": "cpu", "model": "smollm2", "data": "d", "arguments": "a"})
+    metrics = out / "eval" / "grpo" / "metrics.json"
+    helper.KeptResults(root, out, config, cpu).claim(metrics.parent)
+    metrics.write_text(json.dumps({"mc_accuracy": 0.5}))
+    helper.KeptResults(root, out, config, cpu).keep("eval", "grpo", {"metrics.json": metrics})
+    assert json.loads((root / "eval" / "grpo" / "provenance.json").read_text())["recipe"] == cpu.as_dict()
+
+    for other in ({"config": "gpu"}, {"model": "qwen"}, {"data": "d2"}, {"arguments": "a2"}):
+        changed = Recipe({**cpu.inputs, **other})
+        fresh = tmp_path / f"fresh-{next(iter(other))}"
+        assert not helper.KeptResults(root, fresh, config, changed).restore("eval", "grpo", ("metrics.json",))
+        assert not (fresh / "eval" / "grpo").exists()
+    # Same recipe, same code: restored; and an OUT result of another recipe is set aside, not kept.
+    assert helper.KeptResults(root, tmp_path / "same", config, cpu).restore("eval", "grpo", ("metrics.json",))
+    gpu = Recipe({**cpu.inputs, "config": "gpu"})
+    assert not helper.KeptResults(root, out, config, gpu).vouched(metrics.parent)
+
+
+def test_the_gpu_config_or_another_model_never_restores_the_cpu_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """smollm2_grpo.py's recipe tells smollm2_cpu.yaml from smollm2_gpu.yaml (which includes it) and one
+    model directory from another, so a GPU run never publishes the CPU numbers."""
+    from embodied_r_training.rl.train_config import load_train_config
+
+    experiment = _load("smollm2_grpo", monkeypatch)
+    data = {}
+    for name, split in (("train_all", "train"), ("test_all", "test")):
+        data[name] = tmp_path / "data" / name
+        data[name].mkdir(parents=True)
+        (data[name] / f"{split}.jsonl").write_text('{"id": "q1"}\n')
+    model, larger = tmp_path / "smollm2", tmp_path / "larger"
+    for path, size in ((model, 64), (larger, 128)):
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({"hidden_size": size}))
+    args = experiment.argparse.Namespace(model=model, max_new_tokens=64, eval_dtype="float32", out=tmp_path)
+
+    def recipe(config: str, model_dir: Path, **changes):
+        return experiment.recipe(
+            experiment.argparse.Namespace(**{**vars(args), "model": model_dir, **changes}),
+            load_train_config(CONFIGS / config),
+            data,
+        )
+
+    cpu = recipe("smollm2_cpu.yaml", model)
+    assert recipe("smollm2_cpu.yaml", model, out=tmp_path / "elsewhere") == cpu  # where results go: no part
+    assert recipe("smollm2_gpu.yaml", model).differences(cpu.inputs) == ["config"]
+    assert recipe("smollm2_cpu.yaml", larger).differences(cpu.inputs) == ["model"]
+    assert recipe("smollm2_cpu.yaml", model, max_new_tokens=256).differences(cpu.inputs) == ["arguments"]
+    (data["test_all"] / "test.jsonl").write_text('{"id": "q2"}\n')
+    assert recipe("smollm2_cpu.yaml", model).differences(cpu.inputs) == ["data"]

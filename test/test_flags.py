@@ -141,7 +141,7 @@ def test_the_commands_configs_declare_the_flags_users_know():
     assert prepare["--vlm-backend"] == ("vlm.backend",)
     assert prepare["--max-keyframes"] == ("keyframes.max_keyframes",)
     assert prepare["--odom-topic"] == ("topics.odometry",)
-    assert prepare["--concurrency"] == ("vlm.max_concurrency",)
+    assert prepare["--concurrency"] == ("vlm.openai.max_concurrency",)  # the openai backend's option
     evaluate = {f.name: f for f in config_flags(EvalConfig)}
     assert evaluate["--reference-temperature"].parameters == ("consistency_config.temperature",)
     assert evaluate["--reference-temperature"].default == 0.1 and evaluate["--max-new-tokens"].default == 512
@@ -149,3 +149,48 @@ def test_the_commands_configs_declare_the_flags_users_know():
     assert synth["--rate"] == ("rate_hz",) and synth["--start-time"] == ("start_s",)
     imports = {f.name for f in config_flags(ImportConfig)}
     assert imports == {"--out", "--layout", "--fps", "--max-side", "--no-progress"}
+
+
+def test_a_section_gives_flags_to_the_fields_of_its_nested_sections():
+    # A model's backend options are sections of ModelConfig; the section holding the model reaches into them.
+    @dataclass
+    class Served:
+        model: ModelConfig = section(
+            ModelConfig,
+            openai={"base_url": {"flag": Alias("--url", "server URL")}},
+            transformers={"device": {"flag": "--on"}},
+        )
+
+    parser = argparse.ArgumentParser(prog="served", exit_on_error=False)
+    flags = add_config_flags(parser, Served, ("model.openai.base_url", "model.transformers.device"))
+    assert [(f.name, f.parameters, f.help) for f in flags] == [
+        ("--url", ("model.openai.base_url",), "server URL"),
+        ("--on", ("model.transformers.device",), "auto, cpu, cuda or cuda:N"),  # the field's description
+    ]
+    served = config_from_flags(Served, parser.parse_args(["--url", "http://gpu:8000/v1", "--on", "cpu"]))
+    assert (served.model.openai.base_url, served.model.transformers.device) == ("http://gpu:8000/v1", "cpu")
+    assert served.model.openai.max_concurrency == ModelConfig().openai.max_concurrency
+
+    @dataclass
+    class Wrong:
+        model: ModelConfig = section(ModelConfig, openai={"device": {"flag": "--device"}})
+
+    with pytest.raises(TypeError, match=r"section model\.openai overrides device"):
+        shortcuts("flag", Wrong)
+
+
+def test_prepare_and_eval_flags_reach_the_backend_sections_and_the_perceiver():
+    from embodied_r_training.data.prepare import PrepareConfig
+    from embodied_r_training.eval.evaluate import EvalConfig
+
+    prepare = {f.name: f for f in config_flags(PrepareConfig)}
+    assert prepare["--base-url"].parameters == ("vlm.openai.base_url",)
+    assert prepare["--device"].parameters == ("vlm.transformers.device",)
+    assert prepare["--perceiver"].parameters == ("perception.perceiver",)
+    assert prepare["--perceiver"].choices == ("vlm", "ground_truth")
+    assert prepare["--scene"].default == "scene.json"
+    assert prepare["--vlm-backend"].choices == ()  # the command names the fix for a retired ground_truth
+    evaluate = {f.name: f.parameters for f in config_flags(EvalConfig)}
+    assert evaluate["--adapter"] == ("lm.transformers.adapter",)
+    assert evaluate["--dtype"] == ("lm.transformers.dtype",)
+    assert evaluate["--base-url"] == ("lm.openai.base_url",)

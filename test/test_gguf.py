@@ -17,7 +17,7 @@ import torch
 
 from embodied_r_ros.backends import BackendError, ChatMessage, load_backend, resolve_model_dir
 from embodied_r_ros.backends.gguf import MARKER, convert_gguf, read_marker
-from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.config import model_config
 from embodied_r_ros.testing.tiny_models import LM_SUBDIR
 
 gguf = pytest.importorskip("gguf", reason="pip install gguf==0.19.0 (requirements.txt)")
@@ -118,7 +118,7 @@ def test_smollm2_loads_through_the_backend_and_answers(smollm2_dir: Path):
     generation = json.loads((smollm2_dir / "generation_config.json").read_text())
     assert not {"temperature", "top_p", "top_k", "do_sample"} & set(generation)  # greedy means greedy
 
-    backend = load_backend(ModelConfig(model=str(smollm2_dir), device="cpu"), vision=False)
+    backend = load_backend(model_config(str(smollm2_dir), device="cpu"), vision=False)
     try:
         assert backend.tokenizer.convert_ids_to_tokens(generation["eos_token_id"]) == "<|im_end|>"
         assert "<|im_start|>" in backend.tokenizer.chat_template
@@ -130,8 +130,8 @@ def test_smollm2_loads_through_the_backend_and_answers(smollm2_dir: Path):
 
 
 def test_a_gguf_file_is_a_model_name_and_matches_its_source(tiny_models_dir, tiny_gguf: Path, gguf_cache):
-    source = load_backend(ModelConfig(model=str(tiny_models_dir / LM_SUBDIR), device="cpu"), vision=False)
-    converted = load_backend(ModelConfig(model=str(tiny_gguf), device="cpu"), vision=False)
+    source = load_backend(model_config(str(tiny_models_dir / LM_SUBDIR), device="cpu"), vision=False)
+    converted = load_backend(model_config(str(tiny_gguf), device="cpu"), vision=False)
     try:
         assert converted.path.parent == gguf_cache and converted.path.name.endswith("-tiny-qwen2")
         # The tokenizer survived: the same chat renders to the same ids, special tokens included.

@@ -20,8 +20,16 @@ from embodied_r_training.synth.ground_truth import (
 )
 from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World
 
-from embodied_r_ros.backends import BackendError, load_backend
-from embodied_r_ros.config import ModelConfig, PipelineConfig
+from embodied_r_ros.backends import BackendError
+from embodied_r_ros.cli.parts import perceivers
+from embodied_r_ros.config import (
+    ConfigError,
+    ModelConfig,
+    PerceptionConfig,
+    PipelineConfig,
+    from_dict,
+    model_config,
+)
 from embodied_r_ros.perception import PerceptionQuery, parse_step_reply
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.prompts import ACTIONS
@@ -130,24 +138,30 @@ def test_scene_files_of_bags(tmp_path: Path) -> None:
     assert GroundTruthScenes().label == "ground-truth:scene.json"
 
 
-def test_ground_truth_is_no_model_for_load_backend() -> None:
-    with pytest.raises(BackendError, match="cannot be an LM"):
-        load_backend(ModelConfig(model="scene.json", backend="ground_truth"), vision=False)
+def test_ground_truth_is_no_model_backend() -> None:
+    # Ground truth is a perceiver now: as a model backend it is refused with the settings that replace it.
+    fix = r"perception\.perceiver: ground_truth and perception\.scene"
+    with pytest.raises(ConfigError, match=fix):
+        ModelConfig(model="scene.json", backend="ground_truth")
+    with pytest.raises(ConfigError, match=fix):
+        from_dict(PipelineConfig, {"vlm": {"backend": "ground_truth", "model": "scene.json"}})
 
 
 def test_pipeline_answers_with_ground_truth_and_the_tiny_lm(
     perceiver: GroundTruthPerceiver, tiny_models_dir: Path
 ) -> None:
     config = PipelineConfig(
-        vlm=ModelConfig(model=str(perceiver.scene.path), backend="ground_truth"),
-        lm=ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu", dtype="float32", max_new_tokens=8),
+        perception=PerceptionConfig(perceiver="ground_truth", scene=str(perceiver.scene.path)),
+        lm=model_config(str(tiny_models_dir / "lm"), device="cpu", dtype="float32", max_new_tokens=8),
     )
-    pipeline = EmbodiedR.from_config(config)
+    pipeline = EmbodiedR.from_config(config, perceivers=perceivers())
     try:
         answer = pipeline.answer(QUESTION, ["yes", "no"], keyframes=scene.keyframes(poses=True))
     finally:
         pipeline.close()
     assert pipeline.perceiver.label == "ground-truth:scene.json"
+    assert pipeline.perception.startswith("ground-truth perception (simulator geometry, not a VLM) from ")
+    assert pipeline.pre_encoder() is None  # no vision tower: nothing to encode ahead
     assert answer.descriptions[0].observation.startswith("I see red chair ahead")
     assert answer.descriptions[2].action == "I turned left 60 deg"
     assert answer.choice in (None, "A", "B")
@@ -155,11 +169,14 @@ def test_pipeline_answers_with_ground_truth_and_the_tiny_lm(
 
 def test_pipeline_names_a_missing_scene_file(tmp_path: Path, tiny_models_dir: Path) -> None:
     config = PipelineConfig(
-        vlm=ModelConfig(model=str(tmp_path / "nowhere.json"), backend="ground_truth"),
-        lm=ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu"),
+        perception=PerceptionConfig(perceiver="ground_truth", scene=str(tmp_path / "nowhere.json")),
+        lm=model_config(str(tiny_models_dir / "lm"), device="cpu"),
     )
-    with pytest.raises(BackendError, match=r"vlm.model = .*nowhere.json.*does not exist"):
-        EmbodiedR.from_config(config)
+    with pytest.raises(BackendError, match=r"perception.scene = .*nowhere.json.*does not exist"):
+        EmbodiedR.from_config(config, perceivers=perceivers())
+    unset = PipelineConfig(perception=PerceptionConfig(perceiver="ground_truth"))
+    with pytest.raises(BackendError, match="needs perception.scene = the scene.json"):
+        EmbodiedR.from_config(unset, perceivers=perceivers())
 
 
 def test_prepare_with_ground_truth_perception(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -170,7 +187,7 @@ def test_prepare_with_ground_truth_perception(tmp_path: Path, capsys: pytest.Cap
     assert main(["synth", "--out", str(synth), *args]) == 0
     out, cache = tmp_path / "ds", tmp_path / "cache"
     prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(out), "--cache", str(cache)]
-    assert main([*prepare, "--vlm-backend", "ground_truth", "--no-progress"]) == 0
+    assert main([*prepare, "--perceiver", "ground_truth", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "ground-truth:scene.json, ground-truth perception (simulator geometry, not a VLM)" in printed
     records = [
@@ -189,3 +206,6 @@ def test_prepare_with_ground_truth_perception(tmp_path: Path, capsys: pytest.Cap
     # A VLM backend still needs --vlm.
     assert main([*prepare, "--vlm-backend", "openai"]) == 2
     assert "--vlm is required with --vlm-backend openai" in capsys.readouterr().err
+    # The old spelling names the new one.
+    assert main([*prepare, "--vlm-backend", "ground_truth"]) == 2
+    assert "--vlm-backend ground_truth is now --perceiver ground_truth" in capsys.readouterr().err

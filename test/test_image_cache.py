@@ -9,7 +9,7 @@ import torch
 
 from embodied_r_ros.backends import ChatMessage, load_backend
 from embodied_r_ros.backends.image_cache import EncodedImageCache, image_key
-from embodied_r_ros.config import ModelConfig
+from embodied_r_ros.config import model_config
 
 
 def _images(count: int, seed: int = 0) -> list[np.ndarray]:
@@ -20,7 +20,7 @@ def _images(count: int, seed: int = 0) -> list[np.ndarray]:
 @pytest.fixture()
 def vlm(tiny_models_dir):
     backend = load_backend(
-        ModelConfig(model=str(tiny_models_dir / "vlm"), device="cpu", dtype="float32", image_cache_mb=64),
+        model_config(str(tiny_models_dir / "vlm"), device="cpu", dtype="float32", image_cache_mb=64),
         vision=True,
     )
     yield backend
@@ -62,7 +62,7 @@ def test_generation_reuses_encodings_across_queries(vlm):
 
 def test_without_a_cache_results_are_the_same(tiny_models_dir, vlm):
     off = load_backend(
-        ModelConfig(model=str(tiny_models_dir / "vlm"), device="cpu", dtype="float32", image_cache_mb=0),
+        model_config(str(tiny_models_dir / "vlm"), device="cpu", dtype="float32", image_cache_mb=0),
         vision=True,
     )
     requests = _pair_requests(_images(3, seed=2))

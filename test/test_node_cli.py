@@ -216,8 +216,8 @@ def test_node_executable_bag_and_questions_end_to_end(tmp_path, tiny_models_dir)
         "lm.model": str(tiny_models_dir / "lm"),
         "vlm.max_new_tokens": "8",
         "lm.max_new_tokens": "8",
-        "vlm.device": "cpu",
-        "lm.device": "cpu",
+        "vlm.transformers.device": "cpu",
+        "lm.transformers.device": "cpu",
         "query.window_s": "30.0",
         "camera.qos": "reliable",  # as `make demo` runs it: a best-effort camera may lose frames under load
     }

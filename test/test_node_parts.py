@@ -1,4 +1,4 @@
-"""The node's ROS-free parts: pose history, query worker, parameter table and YAML, launch file, report."""
+"""The node's ROS-free parts: pose history, query worker, questions, parameters, launch file, report."""
 
 from __future__ import annotations
 
@@ -26,7 +26,14 @@ from embodied_r_ros.cli.report import (
     render_report,
     write_report,
 )
-from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
+from embodied_r_ros.config import (
+    ConfigError,
+    ModelConfig,
+    NodeConfig,
+    PerceptionConfig,
+    QueryConfig,
+    TransformersOptions,
+)
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions
@@ -39,6 +46,7 @@ from embodied_r_ros.ros.params import (
     default_parameters,
     default_parameters_yaml,
     parameter_value,
+    unknown_parameters_problem,
 )
 from embodied_r_ros.ros.query_worker import (
     ABANDONED,
@@ -46,10 +54,11 @@ from embodied_r_ros.ros.query_worker import (
     DONE,
     TIMEOUT,
     QueryAbandoned,
-    QueryRequest,
     QueryWorker,
     QueueFullError,
 )
+from embodied_r_ros.ros.questions import QueryRequest, RequestTooLargeError, check_size
+from embodied_r_ros.windows import Window
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +119,7 @@ class Gate:
         self.entered.set()
         assert self.open.wait(10)
         job.report("after", 0.9)
-        return job.request.question.upper()
+        return job.payload.upper()
 
 
 @pytest.fixture
@@ -126,7 +135,7 @@ def gated():
 def test_worker_answers_in_order_and_reports_progress(gated):
     gate, worker, finished = gated
     gate.open.set()
-    first = worker.submit(QueryRequest("a"), timeout_s=10)
+    first = worker.submit("a", timeout_s=10)
     assert first.wait(10) and first.delivered and first.result == "A"
     assert first.next_event(0) == ("start", 0.1) and first.next_event(0) == ("after", 0.9)
     assert [job.id for job in finished] == [first.id]
@@ -134,14 +143,14 @@ def test_worker_answers_in_order_and_reports_progress(gated):
 
 def test_worker_queue_bound_gives_busy_at_once(gated):
     gate, worker, finished = gated
-    running = worker.submit(QueryRequest("a"), timeout_s=10)
+    running = worker.submit("a", timeout_s=10)
     assert gate.entered.wait(10)
-    waiting = worker.submit(QueryRequest("b"), timeout_s=10)
+    waiting = worker.submit("b", timeout_s=10)
     with pytest.raises(QueueFullError, match="busy"):
-        worker.submit(QueryRequest("c"), timeout_s=10)
+        worker.submit("c", timeout_s=10)
     # Abandoning the waiting job frees its place at once.
     assert worker.abandon(waiting, CANCELLED) and waiting.state == ABANDONED and worker.waiting == 0
-    third = worker.submit(QueryRequest("c"), timeout_s=10)
+    third = worker.submit("c", timeout_s=10)
     gate.open.set()
     assert running.wait(10) and third.wait(10)
     assert running.result == "A" and third.result == "C"
@@ -150,12 +159,12 @@ def test_worker_queue_bound_gives_busy_at_once(gated):
 
 def test_worker_timeout_drops_the_running_result_and_stays_usable(gated):
     gate, worker, finished = gated
-    job = worker.submit(QueryRequest("slow"), timeout_s=0.3)
+    job = worker.submit("slow", timeout_s=0.3)
     assert gate.entered.wait(10)
     assert not job.wait(0.5)
     assert worker.abandon(job, TIMEOUT) and job.state == ABANDONED
     gate.open.set()
-    later = worker.submit(QueryRequest("next"), timeout_s=10)
+    later = worker.submit("next", timeout_s=10)
     assert later.wait(10) and later.delivered and later.result == "NEXT"
     # The timed-out job ran on in the background; the stage after the gate saw it was abandoned.
     abandoned = next(j for j in finished if j.id == job.id)
@@ -164,9 +173,9 @@ def test_worker_timeout_drops_the_running_result_and_stays_usable(gated):
 
 def test_worker_deadline_without_a_waiter_and_expiry_in_the_queue(gated):
     gate, worker, finished = gated
-    fire_and_forget = worker.submit(QueryRequest("a"), timeout_s=0.2)
+    fire_and_forget = worker.submit("a", timeout_s=0.2)
     assert gate.entered.wait(10)
-    queued = worker.submit(QueryRequest("b"), timeout_s=0.2)
+    queued = worker.submit("b", timeout_s=0.2)
     time.sleep(0.4)
     gate.open.set()
     assert fire_and_forget.wait(10) and queued.wait(10)
@@ -179,13 +188,13 @@ def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs(
     ran = []
 
     def handler(job):
-        if job.request.question == "bad":
+        if job.payload == "bad":
             raise ValueError("no frames")
         return "ok"
 
     worker = QueryWorker(handler, queue_length=0)
     try:
-        bad = worker.submit(QueryRequest("bad"), timeout_s=5)
+        bad = worker.submit("bad", timeout_s=5)
         assert bad.wait(5) and bad.state == DONE and isinstance(bad.error, ValueError) and not bad.delivered
         done = threading.Event()
         worker.submit_idle(lambda: ran.append("idle"))
@@ -196,7 +205,56 @@ def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs(
     finally:
         worker.close()
     with pytest.raises(QueueFullError, match="shut down"):
-        worker.submit(QueryRequest("late"), timeout_s=1)
+        worker.submit("late", timeout_s=1)
+
+
+def test_worker_hands_the_payload_to_the_handler_untouched():
+    payload = object()  # the worker never looks inside (no question, no size)
+    worker = QueryWorker(lambda job: job.payload)
+    try:
+        job = worker.submit(payload, timeout_s=5)
+        assert job.wait(5) and job.delivered and job.payload is payload and job.result is payload
+    finally:
+        worker.close()
+
+
+# ----------------------------------------------------------------------------------------- questions
+
+
+SMALL_QUERY = QueryConfig(max_question_chars=10, max_options=2, max_option_chars=5)
+
+
+def test_questions_at_the_size_bounds_pass():
+    check_size(QueryRequest("x" * 10, ("a" * 5, "b")), SMALL_QUERY)
+
+
+@pytest.mark.parametrize(
+    ("request_", "words"),
+    [
+        (
+            QueryRequest("x" * 11),
+            "question too long: 11 characters, this node accepts at most 10 (query.max_question_chars)",
+        ),
+        (
+            QueryRequest("x", ("a", "b", "c")),
+            "too many options: 3, this node accepts at most 2 (query.max_options)",
+        ),
+        (
+            QueryRequest("x", ("a", "b" * 6)),
+            "option 2 too long: 6 characters, this node accepts at most 5 (query.max_option_chars)",
+        ),
+    ],
+)
+def test_questions_over_a_size_bound_name_it(request_: QueryRequest, words: str):
+    with pytest.raises(RequestTooLargeError) as info:
+        check_size(request_, SMALL_QUERY)
+    assert words in str(info.value)
+
+
+def test_question_window_is_the_one_it_asked_for():
+    assert QueryRequest("q").window == Window()  # 0: the node's default window
+    request = QueryRequest("q", window_s=5.0, start_ns=3 * NS_PER_S, end_ns=4 * NS_PER_S)
+    assert request.window == Window(5.0, 3 * NS_PER_S, 4 * NS_PER_S)
 
 
 # ------------------------------------------------------------------------------------- parameters
@@ -222,14 +280,28 @@ def test_config_yaml_holds_every_default():
     text = (ROOT / "config" / "embodied_r.yaml").read_text()
     assert text == default_parameters_yaml(), "regenerate: python -m embodied_r_ros.ros.params > config/..."
     parameters = yaml.safe_load(text)[YAML_NODE_KEY]["ros__parameters"]
-    flat = {}
-    for section, values in parameters.items():
-        if isinstance(values, dict):
-            flat.update({f"{section}.{key}": value for key, value in values.items()})
-        else:
-            flat[section] = values
+
+    def flat_items(values, prefix=""):  # sections nest (vlm.transformers.device)
+        for key, value in values.items():
+            yield from (
+                flat_items(value, f"{prefix}{key}.") if isinstance(value, dict) else [(prefix + key, value)]
+            )
+
+    flat = dict(flat_items(parameters))
     assert flat == default_parameters()
     assert all(type(flat[name]) is type(value) for name, value in default_parameters().items())
+
+
+def test_parameters_that_moved_into_a_section_name_where_they_are_now():
+    # A key of an older parameters file would be dropped silently by ROS; the node names the new one.
+    problem = unknown_parameters_problem(["lm.adapter", "vlm.base_url", "camera.topic", "use_sim_time"])
+    assert problem is not None
+    assert "lm.adapter (did you mean lm.transformers.adapter?)" in problem
+    assert "vlm.base_url (did you mean vlm.openai.base_url?)" in problem
+    assert "camera.topic" not in problem and "use_sim_time" not in problem  # declared / not the node's own
+    assert unknown_parameters_problem(["camera.topic", "qos_overrides./x.depth"]) is None
+    with pytest.raises(ConfigError, match="did you mean vlm.transformers.device"):
+        parameter_value("vlm.device", "cpu")
 
 
 def test_parameter_values_are_typed_and_checked():
@@ -241,9 +313,13 @@ def test_parameter_values_are_typed_and_checked():
         parameter_value("bufer.memory_mb", "1")
     with pytest.raises(ConfigError, match="must be a int"):
         parameter_value("query.queue_length", "many")
-    config = config_from_parameters({"query.timeout_s": 5.0, "vlm.device": "cuda:1"})
-    assert isinstance(config, NodeConfig) and config.query.timeout_s == 5.0 and config.vlm.device == "cuda:1"
-    assert config.pipeline().vlm.device == "cuda:1"
+    config = config_from_parameters({"query.timeout_s": 5.0, "vlm.transformers.device": "cuda:1"})
+    assert (
+        isinstance(config, NodeConfig)
+        and config.query.timeout_s == 5.0
+        and config.vlm.transformers.device == "cuda:1"
+    )
+    assert config.pipeline().vlm.transformers.device == "cuda:1"
     with pytest.raises(ConfigError, match="camera.qos must be one of"):
         config_from_parameters({"camera.qos": "fast"})
     with pytest.raises(ConfigError, match="max_keyframes must be >="):
@@ -263,13 +339,23 @@ def test_table_ranges_and_choices_are_the_configs_checks_too():
     with pytest.raises(
         ConfigError, match=r"^model dtype must be one of auto, float32, bfloat16, float16, got 'x'$"
     ):
-        ModelConfig(dtype="x")
-    # The LM section narrows ModelConfig's backends: ground truth is perception only.
-    assert SPECS["vlm.backend"].choices == ("transformers", "openai", "ground_truth")
+        TransformersOptions(dtype="x")
+    # Both models run on the same backends; ground truth is no backend but a perceiver, and the value it
+    # took once names the parameters that replace it.
+    assert SPECS["vlm.backend"].choices == ("transformers", "openai")
     assert SPECS["lm.backend"].choices == ("transformers", "openai")
     with pytest.raises(ConfigError, match="parameter lm.backend must be one of transformers, openai, got"):
-        config_from_parameters({"lm.backend": "ground_truth"})
-    assert config_from_parameters({"vlm.backend": "ground_truth"}).vlm.backend == "ground_truth"
+        config_from_parameters({"lm.backend": "onnx"})
+    with pytest.raises(
+        ConfigError,
+        match=r"^parameter vlm.backend 'ground_truth' is no longer accepted: .* set perception.perceiver: "
+        r"ground_truth and perception.scene: ",
+    ):
+        config_from_parameters({"vlm.backend": "ground_truth"})
+    ground_truth = {"perception.perceiver": "ground_truth", "perception.scene": "/s/scene.json"}
+    assert config_from_parameters(ground_truth).pipeline().perception == PerceptionConfig(
+        "ground_truth", "/s/scene.json"
+    )
 
 
 def test_run_flags_come_from_the_parameter_table():
@@ -283,8 +369,8 @@ def test_run_flags_come_from_the_parameter_table():
         "--timeout": ("query.timeout_s",),
         "--vlm": ("vlm.model",),
         "--backend": ("vlm.backend", "lm.backend"),
-        "--device": ("vlm.device", "lm.device"),
-        "--dtype": ("vlm.dtype", "lm.dtype"),
+        "--device": ("vlm.transformers.device", "lm.transformers.device"),
+        "--dtype": ("vlm.transformers.dtype", "lm.transformers.dtype"),
         "--max-new-tokens": ("vlm.max_new_tokens", "lm.max_new_tokens"),
         "--lm": ("lm.model",),
     }
@@ -317,7 +403,7 @@ def test_run_flags_come_from_the_parameter_table():
     }
     assert type(run.parameter_overrides(args)["query.window_s"]) is float
     assert config_from_parameters(run.parameter_overrides(args)).lm.max_new_tokens == 7
-    # Only values every parameter a flag sets accepts (lm.backend cannot be ground_truth); dtype's choices.
+    # Only values the parameters a flag sets accept (ground truth is no backend); dtype's choices.
     for bad in (["--backend", "ground_truth"], ["--dtype", "int8"], ["--max-new-tokens", "many"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", *bad])
@@ -377,7 +463,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
         "compressed": ["camera.compressed"],
         "odometry_topic": ["odometry.topic"],
         "vlm": ["vlm.model"],
-        "device": ["vlm.device", "lm.device"],
+        "device": ["vlm.transformers.device", "lm.transformers.device"],
         "lm": ["lm.model"],
     }
     keep = "; empty keeps the config file's value"
@@ -419,8 +505,8 @@ def test_launch_overrides_only_the_arguments_given():
     )
     assert overrides == {
         "camera.compressed": True,
-        "vlm.device": "cuda:1",
-        "lm.device": "cuda:1",
+        "vlm.transformers.device": "cuda:1",
+        "lm.transformers.device": "cuda:1",
         "vlm.model": "/models/vlm",
         "odometry.topic": "",
     }
@@ -540,7 +626,6 @@ def test_answer_message_round_trip_through_ros_messages():
 def test_torch_threads_leave_a_core_for_the_camera():
     import torch
 
-    from embodied_r_ros.config import ModelConfig
     from embodied_r_ros.ros.node import set_torch_threads
 
     before = torch.get_num_threads()

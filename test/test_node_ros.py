@@ -37,11 +37,12 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from embodied_r_ros.config import ConfigError, ModelConfig, NodeConfig
+from embodied_r_ros.cli.parts import perceivers
+from embodied_r_ros.config import ConfigError, NodeConfig, model_config
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
-from embodied_r_ros.ros.query_worker import QueryRequest
+from embodied_r_ros.ros.questions import QueryRequest
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 WAIT_S = 30.0
@@ -114,10 +115,10 @@ def ros_context(ros_domain):
 def gated_pipeline(tiny_models_dir):
     common = dict(device="cpu", dtype="float32", max_new_tokens=8)
     config = NodeConfig(
-        vlm=ModelConfig(model=str(tiny_models_dir / "vlm"), **common),
-        lm=ModelConfig(model=str(tiny_models_dir / "lm"), **common),
+        vlm=model_config(str(tiny_models_dir / "vlm"), **common),
+        lm=model_config(str(tiny_models_dir / "lm"), **common),
     )
-    pipeline = load_pipeline(config)
+    pipeline = load_pipeline(config, perceivers())
     gate = Gate()
     pipeline.perceiver.backend = GatedBackend(pipeline.perceiver.backend, gate)
     yield pipeline, gate, config
@@ -129,8 +130,8 @@ def node_parameters(config: NodeConfig, **extra) -> list[Parameter]:
     values = {
         "vlm.model": config.vlm.model,
         "lm.model": config.lm.model,
-        "vlm.device": "cpu",
-        "lm.device": "cpu",
+        "vlm.transformers.device": "cpu",
+        "lm.transformers.device": "cpu",
         "query.timeout_s": 60.0,
         "query.queue_length": 1,
         "query.window_s": 600.0,
@@ -508,6 +509,25 @@ def test_question_topic_is_answered_on_the_answer_topic(system):
     assert answer.query_id.startswith("q") and len(answer.keyframe_stamps) >= 1
 
 
+def test_topic_questions_refused_at_once_are_counted_and_never_queued(system, gate):
+    system.feed(2.0)
+    gate.close()  # a question that reached the models would wait here; a refused one never does
+    failed, busy = (system.node.stats.outcomes.get(status, 0) for status in ("failed", "busy"))
+    system.question_pub.publish(String(data="Which way did I turn? " * 200))  # over query.max_question_chars
+    assert wait_for(lambda: system.node.stats.outcomes.get("failed", 0) == failed + 1)
+    assert system.node.worker.running is None and system.node.worker.waiting == 0
+    system.question_pub.publish(String(data="First on the topic?"))
+    assert gate.entered.wait(WAIT_S)
+    system.question_pub.publish(String(data="Second on the topic?"))  # waits (query.queue_length 1)
+    assert wait_for(lambda: system.node.worker.waiting == 1)
+    system.question_pub.publish(String(data="Third on the topic?"))
+    assert wait_for(lambda: system.node.stats.outcomes.get("busy", 0) == busy + 1)
+    gate.open()
+    answered = {"First on the topic?", "Second on the topic?"}
+    assert wait_for(lambda: answered <= {a.question for a in system.answers})
+    assert "Third on the topic?" not in {a.question for a in system.answers}
+
+
 def test_oversized_questions_are_refused_at_once_and_the_node_keeps_answering(system, gate):
     system.feed(2.0)
     gate.close()  # a request that reached the models would wait here; a refused one never does
@@ -549,6 +569,9 @@ def test_parameters_are_validated_with_reasons(system):
         ("camera.qos", "fast", "camera.qos must be one of"),
         ("buffer.memory_mb", -1.0, "out of range"),
         ("buffer.memory_mb", 256, "must be a float"),
+        # A parameter that moved into a section is not silently ignored (ROS would drop it).
+        ("lm.device", "cpu", r"unknown parameter\(s\) lm.device \(did you mean lm.transformers.device\?\)"),
+        ("vlm.backend", "ground_truth", "set perception.perceiver: ground_truth and perception.scene"),
     ],
 )
 def test_bad_start_parameters_stop_the_node_with_a_reason(ros_context, gated_pipeline, name, value, words):
@@ -602,16 +625,17 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
     import ground_truth_scene as scene
 
     values = {
-        "vlm.backend": "ground_truth",
-        "vlm.model": str(scene.write_scene(tmp_path)),
+        "perception.perceiver": "ground_truth",
+        "perception.scene": str(scene.write_scene(tmp_path)),
         "lm.model": str(tiny_models_dir / "lm"),
-        "lm.device": "cpu",
-        "lm.dtype": "float32",
+        "lm.transformers.device": "cpu",
+        "lm.transformers.dtype": "float32",
         "lm.max_new_tokens": 8,
         "odometry.topic": "",
         "query.window_s": 600.0,
     }
     node = EmbodiedRNode(
+        perceivers=perceivers(),
         context=ros_context,
         node_name="embodied_r_ground_truth",
         parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],

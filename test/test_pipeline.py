@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from embodied_r_ros.backends import BackendError, ModelNotFoundError, load_backend
-from embodied_r_ros.config import ModelConfig, PipelineConfig
+from embodied_r_ros.config import PipelineConfig, model_config
 from embodied_r_ros.keyframes import select_keyframes
+from embodied_r_ros.perceivers import core_perceivers
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR, NoFramesError
 from embodied_r_ros.reasoning import Reasoner
@@ -35,8 +36,8 @@ class CountingBackend:
 def _config(models: Path) -> PipelineConfig:
     common = dict(device="cpu", dtype="float32", max_new_tokens=12)
     return PipelineConfig(
-        vlm=ModelConfig(model=str(models / "vlm"), **common),
-        lm=ModelConfig(model=str(models / "lm"), **common),
+        vlm=model_config(str(models / "vlm"), **common),
+        lm=model_config(str(models / "lm"), **common),
     )
 
 
@@ -97,7 +98,7 @@ def test_empty_window_and_empty_question_are_clear_errors(backends):
 def test_a_text_only_model_cannot_be_the_vlm(tiny_models_dir):
     config = _config(tiny_models_dir)
     with pytest.raises(BackendError, match="text-only"):
-        load_backend(ModelConfig(model=config.lm.model, device="cpu"), vision=True)
+        load_backend(model_config(config.lm.model, device="cpu"), vision=True)
 
 
 def test_from_config_names_a_missing_model(tiny_models_dir, monkeypatch):
@@ -105,6 +106,6 @@ def test_from_config_names_a_missing_model(tiny_models_dir, monkeypatch):
     config = _config(tiny_models_dir)
     config.lm.model = "example-org/not-a-real-model-3B"
     with pytest.raises(ModelNotFoundError) as info:
-        EmbodiedR.from_config(config)
+        EmbodiedR.from_config(config, perceivers=core_perceivers())
     message = str(info.value)
     assert "example-org/not-a-real-model-3B" in message and "tiny-models" in message

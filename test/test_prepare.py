@@ -362,7 +362,7 @@ def test_openai_server_gets_several_requests_in_flight(worlds, tmp_path) -> None
 
 def test_max_keyframes_caps_every_record_keeping_first_and_last(worlds, prepared, tmp_path) -> None:
     out = tmp_path / "capped"
-    args = ["prepare", str(worlds["mcap"]), "--out", str(out), "--vlm-backend", "ground_truth"]
+    args = ["prepare", str(worlds["mcap"]), "--out", str(out), "--perceiver", "ground_truth"]
     assert main([*args, "--max-keyframes", "4", "--no-progress"]) == 0
     full = {r["id"]: r["keyframe_stamps_ns"] for r in _records(prepared[0])}
     capped = {r["id"]: r["keyframe_stamps_ns"] for r in _records(out)}

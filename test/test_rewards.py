@@ -4,7 +4,7 @@ model's batching, the schedule's epoch boundaries, and TRL 1.16's own reward cal
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,22 +15,26 @@ from embodied_r_training.rl.rewards import (
     REFERENCE_PROMPT_VERSION,
     ConsistencyConfig,
     ConsistencyReward,
-    StagedReward,
+    RewardContext,
     accuracy_reward,
     completion_text,
     format_reward,
+    register_reward,
+    registered_reward,
+    registered_rewards,
+    unregister_reward,
 )
 from embodied_r_training.rl.schedule import (
     PAPER_STAGES,
     RewardSchedule,
-    RewardWeights,
     Stage,
     epoch_from_state,
 )
+from embodied_r_training.rl.staged_reward import StagedReward
 from transformers import TrainerState
 
 from embodied_r_ros.backends import ChatRequest, GenerationBackend, load_backend
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, ModelConfig, model_config
 
 OPTIONS = ["the chair", "the lamp", "the table", "the door"]
 QUESTION = "Which object is closest to me at the end of the video?"
@@ -290,7 +294,7 @@ def test_consistency_needs_question_and_options_columns() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_reference(tiny_models_dir: Path) -> CountingBackend:
-    backend = load_backend(ModelConfig(model=str(tiny_models_dir / "lm"), device="cpu"), vision=False)
+    backend = load_backend(model_config(str(tiny_models_dir / "lm"), device="cpu"), vision=False)
     yield CountingBackend(backend)
     backend.close()
 
@@ -332,7 +336,10 @@ def test_real_reference_one_batched_call_per_step(tiny_reference: CountingBacken
 )
 def test_paper_schedule(epoch: int, ratio: tuple[int, int, int]) -> None:
     weights = RewardSchedule().weights_for_epoch(epoch)
-    assert (weights.format, weights.accuracy, weights.consistency) == pytest.approx([r / 10 for r in ratio])
+    assert list(weights) == ["format", "accuracy", "consistency"]
+    assert (weights["format"], weights["accuracy"], weights["consistency"]) == pytest.approx(
+        [r / 10 for r in ratio]
+    )
 
 
 @pytest.mark.parametrize(
@@ -372,21 +379,25 @@ def test_custom_schedule_and_errors() -> None:
     schedule = RewardSchedule.from_list(
         [{"start_epoch": 1, "format": 1, "accuracy": 1}, {"start_epoch": 2, "accuracy": 1, "consistency": 3}]
     )
-    assert schedule.weights_for_epoch(1) == RewardWeights(0.5, 0.5, 0.0)
-    assert schedule.weights_for_epoch(7) == RewardWeights(0.0, 0.25, 0.75)
+    assert schedule.weights_for_epoch(1) == {"format": 0.5, "accuracy": 0.5, "consistency": 0.0}
+    assert schedule.weights_for_epoch(7) == {"format": 0.0, "accuracy": 0.25, "consistency": 0.75}
     assert RewardSchedule().stages == PAPER_STAGES
-    with pytest.raises(ConfigError, match="unknown key.*'acc'.*known keys: accuracy"):
+    with pytest.raises(
+        ConfigError, match="unknown key.*'acc'.*registered rewards: format, accuracy, consistency"
+    ):
         RewardSchedule.from_list([{"start_epoch": 1, "acc": 1}])
     with pytest.raises(ConfigError, match="no start_epoch"):
         RewardSchedule.from_list([{"format": 1}])
     with pytest.raises(ConfigError, match="must start at epoch 1"):
-        RewardSchedule((Stage(2, 1, 0, 0),))
+        RewardSchedule((Stage(2, {"format": 1}),))
     with pytest.raises(ConfigError, match="increase strictly"):
-        RewardSchedule((Stage(1, 1, 0, 0), Stage(3, 1, 0, 0), Stage(3, 0, 1, 0)))
+        RewardSchedule((Stage(1, {"format": 1}), Stage(3, {"format": 1}), Stage(3, {"accuracy": 1})))
     with pytest.raises(ConfigError, match="all 0"):
-        Stage(1, 0, 0, 0)
+        Stage(1, {"format": 0, "accuracy": 0, "consistency": 0})
     with pytest.raises(ConfigError, match=">= 0"):
-        Stage(1, 1, -1, 0)
+        Stage(1, {"format": 1, "accuracy": -1})
+    with pytest.raises(ConfigError, match="unknown reward 'acc'.*registered rewards: format, accuracy"):
+        Stage(1, {"format": 1, "acc": 1})
     with pytest.raises(ValueError, match="1-based"):
         RewardSchedule().weights_for_epoch(0)
     with pytest.raises(ValueError, match="needs trainer_state"):
@@ -399,27 +410,28 @@ def test_custom_schedule_and_errors() -> None:
 
 def test_staged_total_by_epoch_logs_every_reward(caplog: pytest.LogCaptureFixture) -> None:
     reference = ScriptedReference(["B", "2 m"])
-    total = StagedReward(consistency=ConsistencyReward(reference))
+    total = StagedReward(context=RewardContext(reference))
     batch = _batch()
     fmt, acc = [1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]  # 2.1 vs 2.0 is 5 % off: MRA 1.0
     metrics: list[tuple[str, float]] = []
 
-    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.rewards"):
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.staged_reward"):
         early = total(
             **batch, trainer_state=TrainerState(epoch=1.5), log_metric=lambda k, v: metrics.append((k, v))
         )
     assert early == pytest.approx([0.7 * f + 0.3 * a for f, a in zip(fmt, acc, strict=True)])
     assert reference.calls == []  # consistency weight 0 in epochs 1-4: no reference queries
     assert "epoch 2" in caplog.text and "consistency skipped" in caplog.text
-    assert {k for k, _ in metrics if k.startswith("reward/")} == {
-        "reward/format",
-        "reward/accuracy",
-        "reward/total",
+    assert {k for k, _ in metrics if k.startswith("rewards/")} == {
+        "rewards/format/mean",
+        "rewards/accuracy/mean",
     }
+    assert dict(metrics)["rewards/format/mean"] == pytest.approx(0.75)
+    assert dict(metrics)["rewards/accuracy/mean"] == pytest.approx(0.5)
     assert [v for k, v in metrics if k.startswith("weight/")] == pytest.approx([0.7, 0.3, 0.0])
 
     metrics.clear()
-    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.rewards"):
+    with caplog.at_level(logging.INFO, logger="embodied_r_training.rl.staged_reward"):
         late = total(
             **batch, trainer_state=TrainerState(epoch=4.0), log_metric=lambda k, v: metrics.append((k, v))
         )
@@ -428,13 +440,13 @@ def test_staged_total_by_epoch_logs_every_reward(caplog: pytest.LogCaptureFixtur
         [0.1 * f + 0.7 * a + 0.2 * c for f, a, c in zip(fmt, acc, cons, strict=True)]
     )
     assert len(reference.calls) == 1
-    assert dict(metrics)["reward/consistency"] == pytest.approx(0.5)
-    assert dict(metrics)["reward/total"] == pytest.approx(sum(late) / 4)
-    assert "epoch 5" in caplog.text
+    assert dict(metrics)["rewards/consistency/mean"] == pytest.approx(0.5)
+    assert [v for k, v in metrics if k.startswith("weight/")] == pytest.approx([0.1, 0.7, 0.2])
+    assert "epoch 5" in caplog.text and f"total {sum(late) / 4:.4f}" in caplog.text
 
-    with pytest.raises(ValueError, match="no ConsistencyReward"):
+    with pytest.raises(ValueError, match="weights consistency, which needs a reference model"):
         StagedReward()
-    plain = StagedReward(RewardSchedule((Stage(1, 1, 1, 0),)))
+    plain = StagedReward(RewardSchedule((Stage(1, {"format": 1, "accuracy": 1, "consistency": 0}),)))
     assert plain(**batch, trainer_state=TrainerState(epoch=9.0)) == pytest.approx([1.0, 0.5, 1.0, 0.0])
 
 
@@ -460,7 +472,7 @@ def test_trl_grpo_calculate_rewards_calls_our_functions(tiny_reference: Counting
         format_reward,
         accuracy_reward,
         ConsistencyReward(scripted),
-        StagedReward(consistency=ConsistencyReward(tiny_reference)),
+        StagedReward(context=RewardContext(tiny_reference)),
     ]
     metrics: dict[str, list[float]] = {}
     trainer = SimpleNamespace(
@@ -483,9 +495,12 @@ def test_trl_grpo_calculate_rewards_calls_our_functions(tiny_reference: Counting
     assert rewards[:, 1].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert rewards[:, 2].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert len(tiny_reference.calls) == calls_before + 1  # epoch 7: the staged total queried once
-    assert set(metrics) == {"reward/format", "reward/accuracy", "reward/consistency", "reward/total"} | {
-        "weight/format", "weight/accuracy", "weight/consistency"
+    assert set(metrics) == {"rewards/format/mean", "rewards/accuracy/mean", "rewards/consistency/mean"} | {
+        "weight/format",
+        "weight/accuracy",
+        "weight/consistency",
     }
+    assert trainer.reward_func_names[3] == "total"  # TRL logs the staged total as rewards/total/mean
     # Epoch 7 weighs 0.1:0.7:0.2; the random tiny reference's agreement is unknown, so bounds for the
     # correct rows, exact values for the wrong ones (not queried).
     total = rewards[:, 3].tolist()
@@ -504,9 +519,9 @@ def test_schedule_by_optimizer_step_for_runs_shorter_than_an_epoch() -> None:
     assert schedule.by_step and not RewardSchedule().by_step
     # The trainer's epoch stays below 1 all run long; the step decides.
     weights = [schedule.weights_for_state(TrainerState(epoch=0.01 * s, global_step=s)) for s in range(12)]
-    assert weights[0] == weights[4] == RewardWeights(0.7, 0.3, 0.0)
-    assert weights[5] == weights[9] == RewardWeights(0.3, 0.7, 0.0)
-    assert weights[10] == weights[11] == RewardWeights(0.1, 0.7, 0.2)
+    assert weights[0] == weights[4] == {"format": 0.7, "accuracy": 0.3, "consistency": 0.0}
+    assert weights[5] == weights[9] == {"format": 0.3, "accuracy": 0.7, "consistency": 0.0}
+    assert weights[10] == weights[11] == {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}
     with pytest.raises(ValueError, match="by optimizer step"):
         schedule.weights_for_epoch(1)
     with pytest.raises(ValueError, match="needs trainer_state"):
@@ -518,4 +533,130 @@ def test_schedule_by_optimizer_step_for_runs_shorter_than_an_epoch() -> None:
     with pytest.raises(ConfigError, match="start steps must increase"):
         RewardSchedule.from_list([{"start_step": 0, "format": 1}, {"start_step": 0, "accuracy": 1}])
     with pytest.raises(ConfigError, match="start_step must be an integer"):
-        Stage(start_step=-1, format=1)
+        Stage(start_step=-1, weights={"format": 1})
+
+
+# ----------------------------------------------------------------------------------------------------
+# rewards by name
+
+
+@pytest.fixture
+def added_rewards() -> Iterator[list[str]]:
+    """The names a test registers; they are unregistered after it, leaving the registry as imported."""
+    before = registered_rewards()
+    added: list[str] = []
+    yield added
+    for name in added:
+        unregister_reward(name)
+    assert registered_rewards() == before
+
+
+def test_builtin_rewards_are_registered_with_what_they_need() -> None:
+    assert registered_rewards()[:3] == ("format", "accuracy", "consistency")
+    assert registered_reward("format").build(RewardContext()) is format_reward
+    assert registered_reward("accuracy").columns == ("solution",)
+    consistency = registered_reward("consistency")
+    assert consistency.columns == ("solution", "question", "options")
+    assert consistency.needs_reference and consistency.only_when_weighted
+    reference = ScriptedReference([])
+    built = consistency.build(RewardContext(reference, ConsistencyConfig(temperature=0.0)))
+    assert isinstance(built, ConsistencyReward) and built.backend is reference
+    assert built.config.temperature == 0.0
+    with pytest.raises(ValueError, match="needs a reference model"):
+        consistency.build(RewardContext())
+    with pytest.raises(ConfigError, match="unknown reward 'fromat'; registered rewards: format, accuracy"):
+        registered_reward("fromat")
+
+
+def test_a_registered_reward_is_weighted_summed_and_logged_by_name(added_rewards: list[str]) -> None:
+    seen: list[dict[str, Any]] = []
+
+    @register_reward("brevity")
+    def brevity(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        seen.append(kwargs)
+        return [None if i == 3 else 1.0 / (1 + i) for i in range(len(completions))]  # None: not applicable
+
+    added_rewards.append("brevity")
+    schedule = RewardSchedule.from_list([{"start_epoch": 1, "format": 1, "accuracy": 1, "brevity": 2}])
+    assert schedule.names == ("format", "accuracy", "brevity")
+    metrics: list[tuple[str, float]] = []
+    state = TrainerState(epoch=0.0)
+    total = StagedReward(schedule)(
+        **_batch(), trainer_state=state, log_metric=lambda k, v: metrics.append((k, v))
+    )
+    fmt, acc, brev = [1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0], [1.0, 0.5, 1 / 3]
+    assert total == pytest.approx(
+        [0.25 * f + 0.25 * a + 0.5 * b for f, a, b in zip(fmt, acc, brev, strict=False)] + [0.0]
+    )
+    # Its mean over the completions it applies to, and its weight, under its name.
+    assert dict(metrics)["rewards/brevity/mean"] == pytest.approx((1.0 + 0.5 + 1 / 3) / 3)
+    assert dict(metrics)["weight/brevity"] == 0.5
+    # It gets what TRL passes a reward function: the data-set columns and the trainer state.
+    assert seen[0]["solution"] == _batch()["solution"] and seen[0]["trainer_state"] is state
+
+    # A completion no reward applies to gets None (TRL then leaves it out of the group's statistics).
+    only = StagedReward(RewardSchedule.from_list([{"start_epoch": 1, "brevity": 1}]))
+    assert only(**_batch(), trainer_state=state) == pytest.approx([1.0, 0.5, 1 / 3, None])
+
+    @register_reward("broken")
+    def broken(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        return [1.0]
+
+    added_rewards.append("broken")
+    with pytest.raises(ValueError, match="reward 'broken' returned 1 scores for 4 completions"):
+        StagedReward(RewardSchedule.from_list([{"start_epoch": 1, "broken": 1}]))(
+            **_batch(), trainer_state=state
+        )
+
+
+def test_a_costly_factory_reward_is_built_from_the_context_and_runs_only_when_weighted(
+    added_rewards: list[str],
+) -> None:
+    contexts: list[RewardContext] = []
+    calls: list[int] = []
+
+    @register_reward("judge", factory=True, needs_reference=True, only_when_weighted=True)
+    def judge(context: RewardContext) -> Any:
+        contexts.append(context)
+
+        def score(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+            calls.append(len(completions))
+            return [0.5] * len(completions)
+
+        return score
+
+    added_rewards.append("judge")
+    stages = [{"start_step": 0, "format": 1, "judge": 0}, {"start_step": 2, "format": 1, "judge": 1}]
+    schedule = RewardSchedule.from_list(stages)
+    with pytest.raises(ValueError, match="weights judge, which needs a reference model"):
+        StagedReward(schedule)
+    context = RewardContext(ScriptedReference([]))
+    staged = StagedReward(schedule, context)
+    assert contexts == [context]
+    fmt = [1.0, 1.0, 1.0, 0.0]
+    assert staged(**_batch(), trainer_state=TrainerState(global_step=1)) == fmt
+    assert calls == []  # weight 0 at step 1: not computed
+    late = staged(**_batch(), trainer_state=TrainerState(global_step=2))
+    assert calls == [4] and late == pytest.approx([0.5 * f + 0.25 for f in fmt])
+    # Named only at weight 0: never built, never computed, and no reference needed.
+    idle = StagedReward(RewardSchedule.from_list([{"start_epoch": 1, "format": 1, "judge": 0}]))
+    assert [r.name for r in idle.rewards] == ["format"] and len(contexts) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("format", "already registered"),
+        ("total", "not one of start_epoch, start_step, total"),
+        ("start_step", "not one of"),
+        ("Brevity", "lower-case letters"),
+        ("2x", "a letter first"),
+    ],
+)
+def test_register_reward_refuses_taken_reserved_and_malformed_names(name: str, message: str) -> None:
+    before = registered_rewards()
+    with pytest.raises(ValueError, match=message):
+        register_reward(name)(format_reward)
+    assert registered_rewards() == before
+    with pytest.raises(ValueError, match="no reward 'nothing' is registered"):
+        unregister_reward("nothing")

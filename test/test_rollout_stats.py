@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "training" / "experiments" / "rollout_stats.py"
 
 
@@ -21,9 +23,20 @@ def _step(step: int, accuracy: float, std: float, kl: float) -> dict:
             "kl": kl, "reward_std": std}  # fmt: skip
 
 
-def test_blocks_count_groups_without_an_advantage_and_take_the_largest_kl(tmp_path: Path) -> None:
+def _named(record: dict) -> dict:
+    """The record as logged since rewards are named: ``rewards/<name>/mean`` for ``reward/<name>``."""
+    return {
+        (f"rewards/{k.split('/')[1]}/mean" if k.startswith("reward/") else k): v for k, v in record.items()
+    }
+
+
+@pytest.mark.parametrize("keys", ["kept runs", "named"])
+def test_blocks_count_groups_without_an_advantage_and_take_the_largest_kl(tmp_path: Path, keys: str) -> None:
     stats = _module()
     history = [_step(1, 0.0, 0.0, 0.1), _step(2, 1.0, 3e-8, 0.5), _step(3, 0.5, 0.4, 0.2)]
+    if keys == "named":
+        history = [_named(r) for r in history]
+        assert "rewards/accuracy/mean" in history[0] and "reward/accuracy" not in history[0]
     # A log as smollm2_grpo.py keeps it; records without a rollout reward (the run summary) are skipped.
     (tmp_path / "log_history.json").write_text(json.dumps({"log_history": [*history, {"train_loss": 1}]}))
     steps = stats.log_steps(tmp_path)

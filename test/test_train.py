@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import yaml
-from embodied_r_training.rl.rewards import StagedReward
+from embodied_r_training.rl.rewards import completion_text, register_reward, unregister_reward
 from embodied_r_training.rl.schedule import RewardSchedule
+from embodied_r_training.rl.staged_reward import StagedReward
 from embodied_r_training.rl.train import (
     NODE_PARAMS,
     PolicyReference,
@@ -25,6 +28,7 @@ from embodied_r_training.rl.train_config import (
     build_train_config,
     check_batch_shape,
     load_train_config,
+    required_columns,
 )
 from transformers import TrainerCallback
 
@@ -32,7 +36,8 @@ from embodied_r_ros.backends import load_backend
 from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.backends.transformers_backend import TransformersBackend
 from embodied_r_ros.cli.main import main
-from embodied_r_ros.config import ConfigError, ModelConfig
+from embodied_r_ros.config import ConfigError, model_config
+from embodied_r_ros.perceivers import core_perceivers
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.ros.params import config_from_parameters
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
@@ -127,6 +132,10 @@ def test_gpu_configs_are_valid_trl_settings(name: str, tmp_path: Path) -> None:
         ({"reference": {"backend": "openai"}}, "reference.backend openai needs reference.model"),
         ({"model": ""}, "model must name the policy LM"),
         ({"grpo": {"beta": 0.0}, "rewards": [{"start_epoch": 1, "consistency": 1}]}, "needs grpo.beta > 0"),
+        (
+            {"rewards": [{"start_epoch": 1, "format": 1, "fromat": 1}]},
+            r"unknown key\(s\) \['fromat'\].*registered rewards: format, accuracy, consistency",
+        ),
     ],
 )
 def test_bad_configs_fail_before_any_model_loads(tmp_path: Path, change: dict, message: str) -> None:
@@ -195,8 +204,10 @@ def test_full_training_resumes_across_a_stage_boundary_to_the_same_weights(
     history = straight.log_history
     assert [w for _, w in _logged(history, "weight/format")] == [1.0, 1.0, 0.0, 0.0]
     assert [w for _, w in _logged(history, "weight/accuracy")] == [0.0, 0.0, 1.0, 1.0]
-    assert len(_logged(history, "reward/format")) == 4 and len(_logged(history, "reward/total")) == 4
-    assert any(r > 0 for _, r in _logged(history, "reward/format"))  # the warm start writes the tags
+    assert (
+        len(_logged(history, "rewards/format/mean")) == 4 and len(_logged(history, "rewards/total/mean")) == 4
+    )
+    assert any(r > 0 for _, r in _logged(history, "rewards/format/mean"))  # the warm start writes the tags
     before, after = _weights(warm_lm), _weights(straight.final_dir)
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the steps changed the weights
 
@@ -219,6 +230,61 @@ def test_full_training_resumes_across_a_stage_boundary_to_the_same_weights(
     assert f"model: {resumed.final_dir}" in (resumed.final_dir / NODE_PARAMS).read_text()
 
 
+@pytest.fixture
+def brevity_reward() -> Iterator[list[list[float]]]:
+    """A reward defined by the test, registered as ``brevity`` (1 / (1 + words) per completion; it reads
+    the ``unit`` column) and unregistered after the test; yields the scores of every call."""
+    returned: list[list[float]] = []
+
+    @register_reward("brevity", columns=("unit",))
+    def brevity(completions: Sequence[Any], unit: Sequence[str], **kwargs: Any) -> list[float]:
+        assert len(unit) == len(completions)  # TRL passes the data-set column it names
+        scores = [1.0 / (1 + len(completion_text(c).split())) for c in completions]
+        returned.append(scores)
+        return scores
+
+    yield returned
+    unregister_reward("brevity")
+
+
+def test_a_new_reward_is_one_function_and_one_line_of_config(
+    tiny_models_dir, warm_lm, tiny_dataset, tmp_path, brevity_reward
+) -> None:
+    data = _config(tiny_models_dir, tiny_dataset, tmp_path / "out", max_steps=2)
+    data["model"] = str(warm_lm)
+    del data["rewards"]
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(data))
+    plain = "base: base.yaml\nrewards:\n  - start_epoch: 1\n    format: 1\n"
+    with_brevity = plain + "    brevity: 1\n"  # the one line: brevity weighs as much as format
+    (tmp_path / "brevity.yaml").write_text(with_brevity)
+    config = load_train_config(tmp_path / "brevity.yaml")
+    assert config.schedule.weights_for_epoch(1) == {"format": 0.5, "brevity": 0.5}
+    assert required_columns(config) == ("prompt", "solution", "unit")
+
+    result = train(config)  # two real GRPO steps of TRL with the tiny LM
+    history = result.log_history
+    assert result.global_step == 2 and len(brevity_reward) == 2  # one reward call of 4 completions per step
+    brevity = [value for _, value in _logged(history, "rewards/brevity/mean")]
+    assert brevity == pytest.approx([sum(s) / len(s) for s in brevity_reward], rel=1e-6)
+    assert [w for _, w in _logged(history, "weight/brevity")] == [0.5, 0.5]
+    assert [w for _, w in _logged(history, "weight/format")] == [0.5, 0.5]
+    # It entered the total TRL trained on (and logs as rewards/total/mean and reward): half of each mean.
+    fmt = [value for _, value in _logged(history, "rewards/format/mean")]
+    total = [value for _, value in _logged(history, "rewards/total/mean")]
+    assert total == pytest.approx([0.5 * f + 0.5 * b for f, b in zip(fmt, brevity, strict=True)], rel=1e-5)
+    assert [value for _, value in _logged(history, "reward")] == pytest.approx(total)
+    assert all(b > 0 for b in brevity)  # so the total is not format's alone
+
+
+def test_required_columns_follow_the_rewards_in_use(tiny_models_dir, tmp_path) -> None:
+    data = _config(tiny_models_dir, tmp_path, tmp_path / "out")
+    assert required_columns(build_train_config(data)) == ("prompt", "solution")  # consistency 0 throughout
+    data["rewards"] = [{"start_epoch": 1, "format": 1}, {"start_epoch": 2, "accuracy": 1, "consistency": 1}]
+    config = build_train_config(data)
+    assert config.needs_reference
+    assert required_columns(config) == ("prompt", "solution", "question", "options")
+
+
 def _messages(text: str) -> list[list[ChatMessage]]:
     return [[ChatMessage.text("user", text)]]
 
@@ -231,18 +297,23 @@ def test_lora_run_hands_an_adapter_to_the_core_pipeline(
     data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "q_proj,v_proj"}
     result = train(build_train_config(data))
     assert (result.final_dir / "adapter_config.json").is_file()
-    assert result.node_params == {"model": str(warm_lm), "adapter": str(result.final_dir)}
+    assert result.node_params == {"model": str(warm_lm), "transformers": {"adapter": str(result.final_dir)}}
 
     # final/node_params.yaml, read as the node reads its parameters, loads base + adapter through the
     # node's model loader (the same code path as a real checkpoint).
     file = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
     lm = file["/**/embodied_r"]["ros__parameters"]["lm"]
     common = dict(device="cpu", dtype="float32", max_new_tokens=12)
-    values = {f"lm.{k}": v for k, v in {**lm, **common}.items()}
-    values |= {f"vlm.{k}": v for k, v in {"model": str(tiny_models_dir / "vlm"), **common}.items()}
+    running = {"transformers.device": "cpu", "transformers.dtype": "float32", "max_new_tokens": 12}
+    values = {"lm.model": lm["model"], "lm.transformers.adapter": lm["transformers"]["adapter"]}
+    values |= {f"lm.{k}": v for k, v in running.items()}
+    values |= {f"vlm.{k}": v for k, v in {"model": str(tiny_models_dir / "vlm"), **running}.items()}
     node_config = config_from_parameters(values)
-    assert (node_config.lm.model, node_config.lm.adapter) == (str(warm_lm), str(result.final_dir))
-    pipeline = EmbodiedR.from_config(node_config.pipeline())
+    assert (node_config.lm.model, node_config.lm.transformers.adapter) == (
+        str(warm_lm),
+        str(result.final_dir),
+    )
+    pipeline = EmbodiedR.from_config(node_config.pipeline(), perceivers=core_perceivers())
     try:
         clip = synthetic_clip(seconds=6.0, fps=5.0, size=(160, 120))
         answer = pipeline.answer("Which way did I turn?", ["left", "right"], frames=clip.frames)
@@ -250,7 +321,7 @@ def test_lora_run_hands_an_adapter_to_the_core_pipeline(
         trained = pipeline.reasoner.backend.first_step_logits(_messages("Which way?"))
     finally:
         pipeline.close()
-    base = load_backend(ModelConfig(model=str(warm_lm), **common), vision=False)
+    base = load_backend(model_config(str(warm_lm), **common), vision=False)
     try:
         untrained = base.first_step_logits(_messages("Which way?"))
     finally:
@@ -269,7 +340,7 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
     reference = trainer.embodied_r_reference
     assert isinstance(reference, PolicyReference)
     trainer.train()
-    config = ModelConfig(model="policy", device="cpu")
+    config = model_config("policy", device="cpu")
     requests = _messages("Which object did I pass first?")
     with reference._model() as (model, adapter_off):
         assert adapter_off  # LoRA: the starting weights are the policy's own with the adapter off
@@ -278,7 +349,7 @@ def test_in_process_reference_is_the_base_model_with_the_adapter_off(
             reference_logits = with_adapter_off.first_step_logits(requests)
     policy_logits = TransformersBackend.from_model(config, trainer.model, trainer.processing_class)
     trained_logits = policy_logits.first_step_logits(requests)
-    base = load_backend(ModelConfig(model=str(warm_lm), device="cpu", dtype="float32"), vision=False)
+    base = load_backend(model_config(str(warm_lm), device="cpu", dtype="float32"), vision=False)
     try:
         torch.testing.assert_close(reference_logits, base.first_step_logits(requests), rtol=1e-4, atol=1e-5)
         # What the consistency reward gets (generate, through AdapterOff) is the base model's answer.
@@ -329,7 +400,7 @@ def test_sft_method_trains_on_the_answers_and_hands_over_a_full_model(
     assert len(result.log_history) >= 1 and all(math.isfinite(r["loss"]) for r in result.log_history)
     params = yaml.safe_load((result.final_dir / NODE_PARAMS).read_text())
     lm_params = params["/**/embodied_r"]["ros__parameters"]["lm"]
-    assert lm_params == {"model": str(result.final_dir), "adapter": ""}
+    assert lm_params == {"model": str(result.final_dir), "transformers": {"adapter": ""}}
     # The weights moved away from the start: the supervised steps really ran.
     from safetensors.torch import load_file
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..config import GROUND_TRUTH, ModelConfig
+from ..config import ModelConfig
 from .base import (
     BackendError,
     ChatMessage,
@@ -32,6 +32,7 @@ __all__ = [
     "OpenAIBackend",
     "TransformersBackend",
     "load_backend",
+    "load_role",
     "resolve_model_dir",
 ]
 
@@ -42,14 +43,6 @@ def load_backend(config: ModelConfig, *, vision: bool) -> GenerationBackend:
     Raises :class:`ModelNotFoundError` at once when a transformers model is not on disk, and
     :class:`BackendError` for a model that cannot serve the role (e.g. a text-only model as the VLM).
     """
-    if config.backend == GROUND_TRUTH:
-        role = "the VLM" if vision else "an LM"
-        raise BackendError(
-            f"backend {GROUND_TRUTH} cannot be {role} here: it is no model but perception computed from a "
-            "simulator scene, usable only as the pipeline's VLM (vlm.backend: ground_truth, vlm.model: the "
-            "scene.json that `embodied-r synth` wrote beside the bag); give this model backend transformers "
-            "or openai"
-        )
     if config.backend == "openai":
         return OpenAIBackend(config, vision=vision)
     if config.backend == "transformers":
@@ -57,6 +50,23 @@ def load_backend(config: ModelConfig, *, vision: bool) -> GenerationBackend:
 
         return TransformersBackend(config, vision=vision)
     raise BackendError(f"unknown backend {config.backend!r}; use transformers or openai")
+
+
+def load_role(role: str, key: str, config: ModelConfig, *, vision: bool) -> GenerationBackend:
+    """:func:`load_backend` for one role of the pipeline (``role`` "VLM", ``key`` its section "vlm"): any
+    failure becomes a :class:`BackendError` (of the original kind when it is one) naming the role, its
+    settings, the reason and the fix."""
+    try:
+        return load_backend(config, vision=vision)
+    except Exception as exc:  # any failure here means: this model cannot serve; say which and why
+        why = " ".join(str(exc).split()) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+        settings = f"{key}.model = {config.model!r}, {key}.backend = {config.backend}, " + (
+            f"{key}.openai.base_url = {config.openai.base_url}"
+            if config.backend == "openai"
+            else f"{key}.transformers.device = {config.transformers.device}"
+        )
+        kind = type(exc) if isinstance(exc, BackendError) else BackendError
+        raise kind(f"cannot load the {role} ({settings}): {why}") from exc
 
 
 def __getattr__(name: str) -> Any:

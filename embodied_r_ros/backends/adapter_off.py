@@ -7,7 +7,6 @@ weights is loaded, in training (:class:`embodied_r_training.rl.train.PolicyRefer
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Sequence
 
 from .base import ChatRequest
@@ -25,7 +24,7 @@ class AdapterOff:
                 f"AdapterOff needs a backend whose model has a LoRA adapter (peft), got {backend!r}"
             )
         self.backend = backend
-        self.config = replace(backend.config, adapter="")
+        self.config = backend.config.with_adapter("")
 
     def generate(
         self,

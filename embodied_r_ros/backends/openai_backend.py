@@ -4,8 +4,8 @@ Standard library only. Each request is one POST to ``{base_url}/chat/completions
 to ``max_concurrency`` requests in flight and the answers come back in request order. Images travel
 inline as base64 JPEG data URLs. Connection errors, HTTP 429 and 5xx are retried with exponential backoff;
 other 4xx errors and read timeouts are not (a timed-out generation may still be running on the server).
-The API key is read from the environment variable named by ``config.api_key_env`` for each request and
-is never stored on the object, logged, or put in an exception message.
+The API key is read from the environment variable named by ``config.openai.api_key_env`` for each request
+and is never stored on the object, logged, or put in an exception message.
 """
 
 from __future__ import annotations
@@ -93,14 +93,14 @@ class OpenAIBackend:
     def __init__(self, config: ModelConfig, *, vision: bool, backoff_s: float = 0.5) -> None:
         if not config.model:
             raise BackendError("openai backend: no model configured; set model to the name the server serves")
-        if not config.base_url.startswith(("http://", "https://")):
+        if not config.openai.base_url.startswith(("http://", "https://")):
             raise BackendError(
-                f"openai backend: base_url {config.base_url!r} must start with http:// or https:// "
+                f"openai backend: base_url {config.openai.base_url!r} must start with http:// or https:// "
                 "(e.g. http://127.0.0.1:8000/v1)"
             )
         self.config = config
         self.supports_images = vision
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.url = config.openai.base_url.rstrip("/") + "/chat/completions"
         self.backoff_s = backoff_s
 
     def __repr__(self) -> str:
@@ -108,14 +108,14 @@ class OpenAIBackend:
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = os.environ.get(self.config.api_key_env, "") if self.config.api_key_env else ""
+        key = os.environ.get(self.config.openai.api_key_env, "") if self.config.openai.api_key_env else ""
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
     def _scrub(self, text: str) -> str:
         """Remove the API key from text that came from elsewhere (a server may echo request headers)."""
-        key = os.environ.get(self.config.api_key_env, "") if self.config.api_key_env else ""
+        key = os.environ.get(self.config.openai.api_key_env, "") if self.config.openai.api_key_env else ""
         return text.replace(key, "***") if key else text
 
     def _where(self) -> str:
@@ -139,25 +139,27 @@ class OpenAIBackend:
         """One POST; returns the completion text, raises :class:`_Retryable` or :class:`BackendError`."""
         http_request = urllib.request.Request(self.url, data=data, headers=self._headers(), method="POST")
         try:
-            with urllib.request.urlopen(http_request, timeout=self.config.timeout_s) as response:
+            with urllib.request.urlopen(http_request, timeout=self.config.openai.timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = self._scrub(_error_detail(exc))
             if exc.code == 429 or exc.code >= 500:
                 raise _Retryable(f"HTTP {exc.code}: {detail}", _retry_after(exc)) from None
             hint = _HINTS.get(exc.code, "check the request and the server log").format(
-                key_env=self.config.api_key_env, model=self.config.model, base_url=self.config.base_url
+                key_env=self.config.openai.api_key_env,
+                model=self.config.model,
+                base_url=self.config.openai.base_url,
             )
             raise BackendError(f"{self._where()} answered HTTP {exc.code}: {detail}; {hint}") from None
         except TimeoutError as exc:
             raise BackendError(
-                f"{self._where()} did not answer within timeout_s={self.config.timeout_s:g} s; raise "
+                f"{self._where()} did not answer within timeout_s={self.config.openai.timeout_s:g} s; raise "
                 "timeout_s, lower max_new_tokens, or check that the server is not overloaded"
             ) from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise BackendError(
-                    f"{self._where()}: connecting timed out after {self.config.timeout_s:g} s; check "
+                    f"{self._where()}: connecting timed out after {self.config.openai.timeout_s:g} s; check "
                     "base_url and the network"
                 ) from exc
             raise _Retryable(f"cannot connect: {exc.reason}") from None
@@ -179,7 +181,7 @@ class OpenAIBackend:
 
     def _one(self, request: ChatRequest, max_new_tokens: int, temperature: float) -> str:
         data = self._payload(request, max_new_tokens, temperature)
-        attempts = self.config.retries + 1
+        attempts = self.config.openai.retries + 1
         for attempt in range(attempts):
             try:
                 return self._attempt(data)
@@ -209,7 +211,7 @@ class OpenAIBackend:
             return []
         tokens = max_new_tokens or self.config.max_new_tokens
         temp = self.config.temperature if temperature is None else temperature
-        workers = min(self.config.max_concurrency, len(requests))
+        workers = min(self.config.openai.max_concurrency, len(requests))
         if workers == 1:
             return [self._one(request, tokens, temp) for request in requests]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-backend") as pool:

@@ -87,8 +87,9 @@ class TransformersBackend:
     """A :class:`~embodied_r_ros.backends.base.GenerationBackend` running a transformers model in-process.
 
     ``vision=True`` needs a Qwen2/2.5-VL checkpoint and accepts images; ``vision=False`` runs any causal
-    LM (or the language side of a VL checkpoint) on text and rejects images. ``config.adapter`` applies a
-    PEFT LoRA adapter. Calls are serialised by a lock (the VL model keeps rotary state between steps).
+    LM (or the language side of a VL checkpoint) on text and rejects images.
+    ``config.transformers.adapter`` applies a PEFT LoRA adapter. Calls are serialised by a lock (the VL
+    model keeps rotary state between steps).
     """
 
     def __init__(self, config: ModelConfig, *, vision: bool) -> None:
@@ -98,7 +99,9 @@ class TransformersBackend:
         self.supports_images = vision
         self._lock = threading.Lock()
         self.path = resolve_model_dir(
-            config.model, allow_download=config.allow_download, trust_remote_code=config.trust_remote_code
+            config.model,
+            allow_download=config.transformers.allow_download,
+            trust_remote_code=config.transformers.trust_remote_code,
         )
         raw = read_model_config(self.path)
         model_type = str(raw.get("model_type", "?"))
@@ -115,9 +118,9 @@ class TransformersBackend:
                 f"inputs for {', '.join(VISION_MODEL_TYPES)} only. Serve other VLMs with vLLM or SGLang and "
                 "use backend: openai"
             )
-        self.device = resolve_device(config.device)
-        self.dtype = resolve_dtype(config.dtype, self.device)
-        remote = config.trust_remote_code
+        self.device = resolve_device(config.transformers.device)
+        self.dtype = resolve_dtype(config.transformers.dtype, self.device)
+        remote = config.transformers.trust_remote_code
         hint = "" if remote else " (custom code needs trust_remote_code: true)"
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=remote)
@@ -147,18 +150,18 @@ class TransformersBackend:
                 f"cannot load model {config.model!r} from {self.path}: {exc}; check that the folder is a "
                 f"complete checkpoint for this transformers version{hint}"
             ) from exc
-        if config.adapter:
-            model = self._with_adapter(model, config.adapter)
+        if config.transformers.adapter:
+            model = self._with_adapter(model, config.transformers.adapter)
         self.model = model.eval()
         self.image_processor = self._load_image_processor() if vision else None
-        self.image_cache = EncodedImageCache(int(config.image_cache_mb * 2**20))
+        self.image_cache = EncodedImageCache(int(config.transformers.image_cache_mb * 2**20))
         logger.info(
             "loaded %s from %s on %s (%s)%s",
             config.model,
             self.path,
             self.device,
             self.dtype,
-            f" with adapter {config.adapter}" if config.adapter else "",
+            f" with adapter {config.transformers.adapter}" if config.transformers.adapter else "",
         )
 
     @classmethod
@@ -343,8 +346,8 @@ class TransformersBackend:
 
         Each distinct image is preprocessed and encoded once: consecutive key-frame pairs share a frame,
         and repeated questions over a window share all of them. Embeddings are kept in a content-keyed
-        LRU cache (``config.image_cache_mb``); calling this as key frames arrive moves the work off the
-        query path.
+        LRU cache (``config.transformers.image_cache_mb``); calling this as key frames arrive moves the work
+        off the query path.
         """
         keys = [image_key(image) for image in images]
         found: dict[bytes, tuple[torch.Tensor, torch.Tensor]] = {}

@@ -9,9 +9,9 @@
 2. ``embodied-r run`` starts the ``embodied_r`` node. By default its reasoner is a real pretrained LM: the
    GRPO-trained SmolLM2 of ``training/experiments/smollm2_grpo.py`` when that experiment's output is
    there (``--lm-params``), else SmolLM2-135M-Instruct as pretrained. Its perception is simulator
-   ground truth (``vlm.backend: ground_truth`` reading the scene's ``scene.json``): a measuring instrument
-   that says what a perfect VLM would say, because no VLM weights can be installed offline. Both are
-   named in the banner and the report;
+   ground truth (``perception.perceiver: ground_truth`` reading the scene's ``scene.json``): a measuring
+   instrument that says what a perfect VLM would say, because no VLM weights can be installed offline.
+   Both are named in the banner and the report;
 3. ``embodied-r play`` publishes the bag's camera and odometry to it;
 4. the scene's questions go to the node's ``~/ask`` service; each answer is printed next to its ground
    truth with the scores at the end, and ``OUT/report.html`` shows the key frames, descriptions,
@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from .synth import size_type
+from .main import INSTALL_HINT
 
 DEMO_SEED = 0
 # What training/experiments/smollm2_grpo.py leaves behind: the node parameters of its GRPO reasoner.
@@ -47,6 +47,14 @@ SMOKE_BANNER = (
     "the parsing are all real, but the descriptions and answers are noise. For real answers:\n"
     "make demo VLM=Qwen/Qwen2.5-VL-7B-Instruct LM=Qwen/Qwen2.5-3B-Instruct (models on disk, a GPU helps)."
 )
+
+
+def _size(text: str) -> tuple[int, int]:
+    """``--size WxH``, read by ``embodied-r synth``'s own parser (imported when the flag is given, so that
+    ``embodied-r demo --core`` runs without the training package)."""
+    from .synth import size_type
+
+    return size_type(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of synthetic video")
     parser.add_argument(
-        "--size", type=size_type, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
+        "--size", type=_size, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
     )
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
     parser.add_argument(
@@ -128,7 +136,8 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
         import yaml
 
         lm = yaml.safe_load(args.lm_params.read_text())["/**/embodied_r"]["ros__parameters"]["lm"]
-        trained = f"{lm['model']}" + (f" + adapter {lm['adapter']}" if lm.get("adapter") else "")
+        adapter = lm.get("transformers", {}).get("adapter")
+        trained = f"{lm['model']}" + (f" + adapter {adapter}" if adapter else "")
         return ["--params-file", str(args.lm_params)], (
             f"Reasoner: SmolLM2-135M-Instruct trained with GRPO ({trained})."
         )
@@ -150,7 +159,15 @@ def run_demo(args: argparse.Namespace) -> int:
         from .demo_core import run_core_demo
 
         return run_core_demo(args)
-    from embodied_r_training.synth.generate import SynthConfig, synthesize
+    try:  # the synthetic world is the training package's; the core demo above runs without it
+        from embodied_r_training.synth.generate import SynthConfig, synthesize
+    except ImportError as exc:
+        print(
+            f"embodied-r demo: error: the ROS demo renders its scene with embodied_r_training, which is not "
+            f"importable ({exc}): {INSTALL_HINT}; `embodied-r demo --core` runs without it",
+            file=sys.stderr,
+        )
+        return 2
 
     from ..testing.tiny_models import default_tiny_models_dir
 
@@ -189,7 +206,7 @@ def run_demo(args: argparse.Namespace) -> int:
             banner += f" Perception: the VLM {args.vlm}."
         else:
             scene = scene_dir / "scene.json"
-            node_cmd += ["--set", "vlm.backend=ground_truth", "--set", f"vlm.model={scene}"]
+            node_cmd += ["--set", "perception.perceiver=ground_truth", "--set", f"perception.scene={scene}"]
             banner += " " + GROUND_TRUTH_NOTE.format(scene=scene)
         print("=" * 100 + "\n" + banner + "\n" + "=" * 100, flush=True)
     print("[2/4] starting the node: " + " ".join(node_cmd), flush=True)

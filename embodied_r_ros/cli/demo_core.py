@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from ..config import ModelConfig, PipelineConfig
+from ..config import PipelineConfig, model_config
 from ..keyframes import StreamingKeyFrameSelector
-from ..pipeline import EmbodiedR
 from ..testing.synthetic_clip import synthetic_clip
+from .parts import load_pipeline
 
 DEFAULT_QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Which way did I turn while walking?", ("left", "right", "I did not turn", "I turned around twice")),
@@ -35,7 +35,7 @@ def _pipeline_config(args: argparse.Namespace, console: Console) -> tuple[Pipeli
         vlm = vlm or str(models_dir / "vlm")
         lm = lm or str(models_dir / "lm")
     common = dict(device=args.device, max_new_tokens=args.max_new_tokens or 48)
-    return PipelineConfig(vlm=ModelConfig(model=vlm, **common), lm=ModelConfig(model=lm, **common)), smoke
+    return PipelineConfig(vlm=model_config(vlm, **common), lm=model_config(lm, **common)), smoke
 
 
 def run_core_demo(args: argparse.Namespace) -> int:
@@ -77,7 +77,7 @@ def run_core_demo(args: argparse.Namespace) -> int:
     console.print(table)
 
     console.print(f"loading VLM {config.vlm.model} and LM {config.lm.model} ...")
-    pipeline = EmbodiedR.from_config(config)
+    pipeline = load_pipeline(config)
     try:
         for question, options in DEFAULT_QUESTIONS:
             answer = pipeline.answer(question, options, keyframes=keyframes)

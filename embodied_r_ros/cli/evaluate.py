@@ -10,16 +10,17 @@ from pathlib import Path
 
 from embodied_r_training.eval.evaluate import EvalConfig, metrics_markdown, run_eval
 
-from ..config import LM_BACKENDS, ModelConfig
+from ..config import BACKENDS, ModelConfig
 from .flags import add_config_flags, flag_fields
 
 # The fields of EvalConfig that have a flag here, in the order of the help (--out, --vlm, --vlm-backend and
 # --reference are this command's own).
 BEFORE_MODELS = ("system", "split", "limit")
-MODEL_FIELDS = ("lm.model", "lm.adapter", "lm.backend")
+MODEL_FIELDS = ("lm.model", "lm.transformers.adapter", "lm.backend")
 AFTER_MODELS = (
-    "consistency_config.temperature", "consistency", "lm.device", "lm.dtype", "batch_size", "lm.temperature",
-    "lm.max_new_tokens", "bag_root", "topics.image", "topics.odometry", "train_log", "seed", "progress",
+    "consistency_config.temperature", "consistency", "lm.transformers.device", "lm.transformers.dtype",
+    "batch_size", "lm.temperature", "lm.max_new_tokens", "bag_root", "topics.image", "topics.odometry",
+    "train_log", "seed", "progress",
 )  # fmt: skip
 
 
@@ -33,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None, help="output directory (DATASET/eval/SYSTEM-SPLIT)")
     add_config_flags(parser, EvalConfig, MODEL_FIELDS)
     parser.add_argument("--vlm", default="", help="--system vlm: the VLM, directory or served name")
-    parser.add_argument("--vlm-backend", default="transformers", choices=LM_BACKENDS)
-    add_config_flags(parser, EvalConfig, ("lm.base_url",))
+    parser.add_argument("--vlm-backend", default="transformers", choices=BACKENDS)
+    add_config_flags(parser, EvalConfig, ("lm.openai.base_url",))
     parser.add_argument("--reference", default="", help="consistency reference model (default: the base LM)")
     add_config_flags(parser, EvalConfig, AFTER_MODELS)
     parser.set_defaults(func=run_eval_command)
@@ -48,8 +49,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     """
     fields = flag_fields(EvalConfig, args)
     lm: ModelConfig = fields["lm"]
-    vlm = replace(lm, model=args.vlm, backend=args.vlm_backend, adapter="") if args.vlm else None
-    reference = replace(lm, model=args.reference, adapter="") if args.reference else None
+    base = lm.with_adapter("")
+    vlm = replace(base, model=args.vlm, backend=args.vlm_backend) if args.vlm else None
+    reference = replace(base, model=args.reference) if args.reference else None
     out = args.out or args.dataset / "eval" / f"{fields['system']}-{fields['split']}"
     return EvalConfig(dataset=args.dataset, out=out, vlm=vlm, reference=reference, **fields)
 

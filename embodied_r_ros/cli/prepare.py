@@ -4,20 +4,20 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 from embodied_r_training.data.prepare import PrepareConfig, run_prepare, summary_table, write_dataset
+from embodied_r_training.perceivers import GROUND_TRUTH
 from embodied_r_training.synth.ground_truth import DEFAULT_SCENE_FILE
 
-from ..config import GROUND_TRUTH, ConfigError
+from ..config import VLM_PERCEIVER, ConfigError
 from .flags import add_config_flags, config_from_flags
 
 # The fields of PrepareConfig that have a flag here, in the order of the help.
 FLAG_FIELDS = (
-    "out", "vlm.model", "vlm.backend", "vlm.base_url", "vlm.max_concurrency", "vlm.device",
-    "vlm.max_new_tokens", "cache", "topics.image", "topics.odometry", "seed", "fractions", "folds",
-    "batch_size", "keyframes.max_keyframes", "progress",
+    "out", "vlm.model", "vlm.backend", "perception.perceiver", "perception.scene", "vlm.openai.base_url",
+    "vlm.openai.max_concurrency", "vlm.transformers.device", "vlm.max_new_tokens", "cache", "topics.image",
+    "topics.odometry", "seed", "fractions", "folds", "batch_size", "keyframes.max_keyframes", "progress",
 )  # fmt: skip
 
 
@@ -45,14 +45,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_prepare_command(args: argparse.Namespace) -> int:
     """Run ``embodied-r prepare``: 0 when every question became a record, 1 when anything failed."""
-    if not args.vlm and args.vlm_backend != GROUND_TRUTH:
+    if args.vlm_backend == GROUND_TRUTH:
+        raise ConfigError(
+            f"--vlm-backend {GROUND_TRUTH} is now --perceiver {GROUND_TRUTH} (and --scene for a scene file "
+            f"other than {DEFAULT_SCENE_FILE} beside each bag)"
+        )
+    if not args.vlm and args.perceiver == VLM_PERCEIVER:
         raise ConfigError(
             f"--vlm is required with --vlm-backend {args.vlm_backend} (a VLM directory or served model "
-            f"name); or describe synthetic bags with --vlm-backend {GROUND_TRUTH}"
+            f"name); or describe synthetic bags with --perceiver {GROUND_TRUTH}"
         )
     config = config_from_flags(PrepareConfig, args, questions=list(args.questions))
-    if not config.vlm.model:  # ground truth: the scene file beside each bag
-        config = replace(config, vlm=replace(config.vlm, model=DEFAULT_SCENE_FILE))
     result = run_prepare(config)
     summary = write_dataset(config.out, result)
     print(summary_table(summary))

@@ -108,7 +108,7 @@ def run_node(args: argparse.Namespace) -> int:
     """Start the node with the flags as parameters; returns its exit code."""
     import yaml
 
-    from ..ros.node import main
+    from .parts import node_main
 
     overrides = parameter_overrides(args)
     with tempfile.TemporaryDirectory(prefix="embodied_r_run_") as tmp:
@@ -117,4 +117,4 @@ def run_node(args: argparse.Namespace) -> int:
             overlay = Path(tmp) / "overrides.yaml"
             # "/**" matches the node whatever its name and namespace (only this process reads the file).
             overlay.write_text(yaml.safe_dump({"/**": {"ros__parameters": overrides}}))
-        return main(["embodied-r-run", *ros_arguments(args, overlay)])
+        return node_main(["embodied-r-run", *ros_arguments(args, overlay)])

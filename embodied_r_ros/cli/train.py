@@ -51,12 +51,10 @@ def run_train_command(args: argparse.Namespace) -> int:
     config = load_train_config(args.config, args.overrides)
     result = train(config, resume=args.resume)
     params = result.node_params
+    adapter = params["transformers"]["adapter"]
     print(f"trained {result.global_step} steps; final model in {result.final_dir}")
     print(f"load it in the node: embodied-r run --params-file {result.final_dir / NODE_PARAMS}")
-    print(
-        f"  (lm.model={params['model']}"
-        + (f", lm.adapter={params['adapter']})" if params["adapter"] else ")")
-    )
+    print(f"  (lm.model={params['model']}" + (f", lm.transformers.adapter={adapter})" if adapter else ")"))
     return 0
 
 

@@ -29,6 +29,7 @@ at its stamp (the camera is assumed rigidly on the body; extrinsics are not appl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -39,7 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -60,28 +61,21 @@ from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
 from ..backends import BackendError
-from ..config import GROUND_TRUTH, ConfigError, NodeConfig
+from ..config import ConfigError, NodeConfig
 from ..frames import Frame
 from ..history import EmptyHistoryError, RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
-from ..pipeline import GROUND_TRUTH_BANNER, EmbodiedR, NoFramesError
+from ..perceivers import PerceiverRegistry
+from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES
-from ..windows import Window, WindowError, format_stamp
+from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
 from .frame_loss import SequenceGaps
 from .messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
 from .params import NODE_NAME, NodeParameters
-from .query_worker import (
-    CANCELLED,
-    SHUTDOWN,
-    TIMEOUT,
-    QueryJob,
-    QueryRequest,
-    QueryWorker,
-    QueueFullError,
-    RequestTooLargeError,
-)
+from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryWorker, QueueFullError
+from .questions import Outcome, QueryRequest, QueuedQuestion, RequestTooLargeError, check_size
 
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
 SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the executor
@@ -114,16 +108,6 @@ class QueryTiming:
     publish_s: float
     total_s: float
     keyframes: int
-
-
-@dataclass
-class Outcome:
-    """A question's end as the caller sees it."""
-
-    success: bool
-    message: str
-    answer: Any = None  # SpatialAnswer when success
-    status: str = "failed"  # "answered", "failed", "busy", TIMEOUT, CANCELLED, SHUTDOWN
 
 
 @dataclass
@@ -172,17 +156,11 @@ def set_torch_threads(config: NodeConfig) -> int | None:
     return threads
 
 
-def _perception_name(config: NodeConfig) -> str:
-    """The perception source for logs and diagnostics; ground truth is never called a VLM."""
-    if config.vlm.backend == GROUND_TRUTH:
-        return f"{GROUND_TRUTH_BANNER} from {config.vlm.model!r}"
-    return f"VLM {config.vlm.model!r} ({config.vlm.backend})"
-
-
-def load_pipeline(config: NodeConfig) -> EmbodiedR:
-    """Load the VLM and the LM; raises :class:`ModelLoadError` naming the role and parameter that failed."""
+def load_pipeline(config: NodeConfig, perceivers: PerceiverRegistry) -> EmbodiedR:
+    """Make the perceiver (``perception.perceiver``, from ``perceivers``) and load the LM; raises
+    :class:`ModelLoadError` naming the role and parameter that failed (ConfigError: an unknown perceiver)."""
     try:
-        return EmbodiedR.from_config(config)  # type: ignore[arg-type]  # NodeConfig has vlm, lm, keyframes
+        return EmbodiedR.from_config(config.pipeline(), perceivers=perceivers)
     except BackendError as exc:
         raise ModelLoadError(str(exc)) from exc
 
@@ -198,14 +176,26 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def window_of(request: QueryRequest) -> Window:
-    """The window a question asked for."""
-    return Window(request.window_s, request.start_ns, request.end_ns)
+def _request_of(message: Any) -> QueryRequest:
+    """The question an AskSpatial request or an AnswerSpatial goal carries (their fields are the same)."""
+    return QueryRequest(
+        message.question,
+        tuple(message.options),
+        float(message.window_seconds),
+        stamp_to_ns(message.start_stamp),
+        stamp_to_ns(message.end_stamp),
+    )
+
+
+def _preview(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a log line, cut at ``limit`` characters (a refused question may be 100 kB)."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 class EmbodiedRNode(Node):
     """The ``embodied_r`` node (see the module docstring).
 
+    ``perceivers`` are the perceivers ``perception.perceiver`` may name (the application's registry);
     ``pipeline`` skips loading the models (tests and benchmarks share one); ``camera_thread`` False serves
     the camera from the node's own executor like every other callback (the benchmark's baseline: see
     :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
@@ -216,6 +206,7 @@ class EmbodiedRNode(Node):
     def __init__(
         self,
         *,
+        perceivers: PerceiverRegistry | None = None,
         pipeline: EmbodiedR | None = None,
         node_name: str = NODE_NAME,
         camera_thread: bool = True,
@@ -226,12 +217,14 @@ class EmbodiedRNode(Node):
             self.params = NodeParameters(self, on_change=self._on_config_change)
             config = self.params.config
             if pipeline is None:
+                if perceivers is None:
+                    raise TypeError("EmbodiedRNode needs perceivers= to load its pipeline with, or pipeline=")
                 threads = set_torch_threads(config)
                 self.get_logger().info(
-                    f"loading the {_perception_name(config)} and the LM {config.lm.model!r}"
+                    f"loading the {perceivers.describe(config.pipeline())} and the LM {config.lm.model!r}"
                     f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
                 )
-                pipeline = load_pipeline(config)
+                pipeline = load_pipeline(config, perceivers)
         except Exception:
             super().destroy_node()
             raise
@@ -247,7 +240,7 @@ class EmbodiedRNode(Node):
         self._callbacks_in_flight = 0
         self._frame_id = ""
         self._encode = self._pre_encoder()
-        self.worker = QueryWorker(
+        self.worker: QueryWorker[QueuedQuestion] = QueryWorker(
             self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
         )
         # More executor threads than questions that can wait at once, so the camera never starves.
@@ -408,11 +401,9 @@ class EmbodiedRNode(Node):
         return response
 
     def _pre_encoder(self) -> Callable[[int], None] | None:
-        """The idle task encoding a new key frame, when the VLM caches encoded images."""
-        # Ground-truth perception has no backend (no vision tower): nothing to encode.
-        vlm = getattr(self.pipeline.perceiver, "backend", None)
-        encode = getattr(vlm, "encode_images", None)
-        if encode is None or getattr(vlm.config, "image_cache_mb", 0) <= 0:
+        """The idle task encoding a new key frame, when the pipeline's perceiver has something to encode."""
+        encode = self.pipeline.pre_encoder()
+        if encode is None:
             return None
 
         def pre_encode(stamp_ns: int) -> None:
@@ -433,38 +424,92 @@ class EmbodiedRNode(Node):
         request: QueryRequest,
         on_event: Callable[[str, float], None] | None = None,
         cancelled: Callable[[], bool] = lambda: False,
-    ) -> Outcome:
-        """Submit a question and wait for its outcome (busy, timeout, cancel, failure or the answer)."""
-        with self._callbacks:
-            self._callbacks_in_flight += 1
-        try:
-            return self._ask(request, on_event, cancelled)
-        finally:
-            with self._callbacks:
-                self._callbacks_in_flight -= 1
-                self._callbacks.notify_all()
+        reply: Callable[[Outcome], None] | None = None,
+    ) -> Outcome | None:
+        """A question's path, top to bottom; the service, the action and the topic differ only in 1 and 6.
 
-    def wait_for_callbacks(self, timeout_s: float) -> bool:
-        """Wait until no :meth:`ask` is in flight (at shutdown, after the worker closed); False on timeout."""
-        with self._callbacks:
-            return self._callbacks.wait_for(lambda: self._callbacks_in_flight == 0, timeout_s)
+        1. receive:  the transport's callback turns its message into ``request`` (:meth:`_on_ask`,
+           :meth:`_on_goal`, :meth:`_on_question`);
+        2. validate: the question and its options within ``query.max_*`` (:func:`.questions.check_size`);
+        3. window:   the window it names, checked now; it is resolved against the history when the answer
+           starts, so a question that waited in the queue still ends at the newest frame;
+        4. queue:    on the :class:`.QueryWorker`, deadline ``query.timeout_s`` from now, or "busy" at once
+           beyond ``query.queue_length``; a waiting caller gives it up on a cancel or at the deadline;
+        5. answer:   on the worker thread (:meth:`_answer`): the window's key frames, then the pipeline (VLM,
+           LM); a delivered answer goes out on ``~/answer`` with its key frames (:meth:`_on_job_finished`);
+        6. reply:    the :class:`.Outcome`, counted for /diagnostics (:meth:`_reply`), is returned to a caller
+           that waits (the service's response, the action's result); a caller that does not (the topic)
+           passes ``reply``, which gets it on the worker thread when the question ends.
 
-    def _ask(
+        ``on_event(stage, progress)`` hears a waiting caller's stages (the action's feedback); ``cancelled()``
+        True gives the question up. Returns the outcome, or None once a question with ``reply`` is queued.
+        """
+        query = self.params.config.query
+        with self._in_flight():
+            try:
+                check_size(request, query)  # 2. validate
+                window = request.window  # 3. window
+                window.check()
+                job = self.worker.submit(QueuedQuestion(request, window, reply), query.timeout_s)  # 4. queue
+            except (RequestTooLargeError, WindowError) as exc:
+                return self._reply(Outcome(False, str(exc)), None, reply)
+            except QueueFullError as exc:
+                return self._reply(Outcome(False, str(exc), status="busy"), None, reply)
+            if reply is not None:
+                return None  # 5. and 6. follow on the worker thread
+            self._wait_for_answer(job, on_event, cancelled)  # 5. answer (on the worker thread)
+            return self._reply(self._outcome(job), job, None)  # 6. reply
+
+    # Steps 1 and 6 of each transport.
+
+    def _on_ask(self, request: Any, response: Any) -> Any:
+        outcome = self.ask(_request_of(request))
+        response.success, response.message = outcome.success, outcome.message
+        if outcome.answer is not None:
+            response.answer = outcome.answer
+        return response
+
+    def _on_goal(self, goal_handle: Any) -> Any:
+        def feedback(stage: str, progress: float) -> None:
+            goal_handle.publish_feedback(AnswerSpatial.Feedback(stage=stage, progress=progress))
+
+        outcome = self.ask(
+            _request_of(goal_handle.request),
+            on_event=feedback,
+            cancelled=lambda: goal_handle.is_cancel_requested,
+        )
+        result = AnswerSpatial.Result(success=outcome.success, message=outcome.message)
+        if outcome.answer is not None:
+            result.answer = outcome.answer
+        if outcome.status == CANCELLED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.success:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _on_question(self, message: Any) -> None:
+        request = QueryRequest(message.data)  # the whole string is the question: no options, default window
+
+        def reply(outcome: Outcome) -> None:  # nobody waits: the answer is on ~/answer, a failure in the log
+            if not outcome.success:
+                self.get_logger().warning(
+                    f"question {_preview(request.question)} from ~/question not answered: {outcome.message}"
+                )
+
+        self.ask(request, reply=reply)
+
+    # The steps behind ask().
+
+    def _wait_for_answer(
         self,
-        request: QueryRequest,
+        job: QueryJob[QueuedQuestion],
         on_event: Callable[[str, float], None] | None,
         cancelled: Callable[[], bool],
-    ) -> Outcome:
-        timeout_s = self.params.config.query.timeout_s
-        try:
-            self._check_size(request)
-            window_of(request).check()
-        except (RequestTooLargeError, WindowError) as exc:
-            return self._count(Outcome(False, str(exc)), None)
-        try:
-            job = self.worker.submit(request, timeout_s)
-        except QueueFullError as exc:
-            return self._count(Outcome(False, str(exc), status="busy"), None)
+    ) -> None:
+        """Wait until the worker ends ``job``, passing its stages to ``on_event``; give it up on a cancel or
+        at its deadline (the worker drops an answer that comes later)."""
         if on_event is not None:
             on_event("queued", 0.0)
         while not job.wait(0):
@@ -480,15 +525,67 @@ class EmbodiedRNode(Node):
                 break
             if job.remaining_s() <= 0 and self.worker.abandon(job, TIMEOUT):
                 break
-        self._forward_events(job, on_event)
-        return self._count(self._outcome(job), job)
-
-    @staticmethod
-    def _forward_events(job: QueryJob, on_event: Callable[[str, float], None] | None) -> None:
         while on_event is not None and (event := job.next_event(0.0)) is not None:
             on_event(*event)
 
-    def _outcome(self, job: QueryJob) -> Outcome:
+    def _answer(self, job: QueryJob[QueuedQuestion]) -> QueryResult:
+        """The worker's handler: key frames of the window, then the pipeline (VLM, LM)."""
+        start = time.perf_counter()
+        job.report("keyframes", 0.05)
+        question, config = job.payload, self.params.config
+        try:
+            found = self.history.keyframes(question.window, config.query.window_s)
+        except EmptyHistoryError:
+            dropped = sum(self.stats.dropped.values())
+            topic = self.resolve_topic_name(self.camera_topic)
+            raise NoFramesError(
+                f"no camera frames to answer from: none received on {topic} since the start or the last "
+                f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
+                "order); check that the camera publishes there"
+            ) from None
+        keyframes = found.keyframes
+        if not keyframes:
+            raise NoFramesError(
+                f"no camera frames in the window {format_stamp(found.start_ns)} - "
+                f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
+            )
+        keyframes_s = time.perf_counter() - start
+        request = question.request
+        answer = self.pipeline.answer(
+            request.question, request.options, keyframes=keyframes, on_progress=job.report
+        )
+        message = answer_to_message(answer, job.id, self.get_clock().now().nanoseconds, self._frame_id)
+        return QueryResult(message, keyframes, keyframes_s)
+
+    def _on_job_finished(self, job: QueryJob[QueuedQuestion]) -> None:
+        """On the worker thread, before a waiting caller is woken: publish a delivered answer and its
+        evidence; reply to a caller that does not wait."""
+        if job.delivered:
+            result: QueryResult = job.result
+            start = time.monotonic()
+            if self.params.config.query.publish_keyframes:
+                for keyframe in result.keyframes:
+                    self.keyframe_publisher.publish(
+                        rgb_image_message(keyframe.frame.image, keyframe.frame.stamp_ns, self._frame_id)
+                    )
+            self.answer_publisher.publish(result.message)
+            end = time.monotonic()
+            timing = QueryTiming(
+                queued_s=(job.started or job.submitted) - job.submitted,
+                keyframes_s=result.keyframes_s,
+                perception_s=result.message.perception_seconds,
+                reasoning_s=result.message.reasoning_seconds,
+                publish_s=end - start,
+                total_s=end - job.submitted,
+                keyframes=len(result.keyframes),
+            )
+            with self.stats.lock:
+                self.stats.last_timing = timing
+        if job.payload.reply is not None:
+            self._reply(self._outcome(job), job, job.payload.reply)
+
+    def _outcome(self, job: QueryJob[QueuedQuestion]) -> Outcome:
+        """How a question the worker took ended, as its caller sees it."""
         if job.delivered:
             result: QueryResult = job.result
             seconds = (job.finished or time.monotonic()) - job.submitted
@@ -518,131 +615,39 @@ class EmbodiedRNode(Node):
         if isinstance(error, (NoFramesError, ValueError)):
             return Outcome(False, str(error))
         self.get_logger().error(
-            f"query {job.id} ({job.request.question!r}) failed: {type(error).__name__}: {error}"
+            f"query {job.id} ({job.payload.request.question!r}) failed: {type(error).__name__}: {error}"
         )
         return Outcome(False, f"failed: {type(error).__name__}: {error}")
 
-    def _count(self, outcome: Outcome, job: QueryJob | None) -> Outcome:
+    def _reply(
+        self, outcome: Outcome, job: QueryJob[QueuedQuestion] | None, reply: Callable[[Outcome], None] | None
+    ) -> Outcome:
+        """Step 6: count ``outcome`` for /diagnostics (an answered job's latency too), then hand it to
+        ``reply`` where the caller gave one; returns it."""
         latency = None
         if job is not None and job.finished is not None and outcome.success:
             latency = job.finished - job.submitted
         self.stats.finished(outcome.status, latency)
+        if reply is not None:
+            reply(outcome)
         return outcome
 
-    def _answer(self, job: QueryJob) -> QueryResult:
-        """The worker's handler: key frames of the window, then the pipeline (VLM, LM)."""
-        start = time.perf_counter()
-        job.report("keyframes", 0.05)
-        request, config = job.request, self.params.config
+    @contextlib.contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        """Count an :meth:`ask` in flight (at shutdown :meth:`wait_for_callbacks` lets their replies out)."""
+        with self._callbacks:
+            self._callbacks_in_flight += 1
         try:
-            found = self.history.keyframes(window_of(request), config.query.window_s)
-        except EmptyHistoryError:
-            dropped = sum(self.stats.dropped.values())
-            topic = self.resolve_topic_name(self.camera_topic)
-            raise NoFramesError(
-                f"no camera frames to answer from: none received on {topic} since the start or the last "
-                f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
-                "order); check that the camera publishes there"
-            ) from None
-        keyframes = found.keyframes
-        if not keyframes:
-            raise NoFramesError(
-                f"no camera frames in the window {format_stamp(found.start_ns)} - "
-                f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
-            )
-        keyframes_s = time.perf_counter() - start
-        answer = self.pipeline.answer(
-            request.question, request.options, keyframes=keyframes, on_progress=job.report
-        )
-        message = answer_to_message(answer, job.id, self.get_clock().now().nanoseconds, self._frame_id)
-        return QueryResult(message, keyframes, keyframes_s)
+            yield
+        finally:
+            with self._callbacks:
+                self._callbacks_in_flight -= 1
+                self._callbacks.notify_all()
 
-    def _on_job_finished(self, job: QueryJob) -> None:
-        """On the worker thread, before the caller is woken: publish a delivered answer and its evidence."""
-        if job.delivered:
-            result: QueryResult = job.result
-            start = time.monotonic()
-            if self.params.config.query.publish_keyframes:
-                for keyframe in result.keyframes:
-                    self.keyframe_publisher.publish(
-                        rgb_image_message(keyframe.frame.image, keyframe.frame.stamp_ns, self._frame_id)
-                    )
-            self.answer_publisher.publish(result.message)
-            end = time.monotonic()
-            timing = QueryTiming(
-                queued_s=(job.started or job.submitted) - job.submitted,
-                keyframes_s=result.keyframes_s,
-                perception_s=result.message.perception_seconds,
-                reasoning_s=result.message.reasoning_seconds,
-                publish_s=end - start,
-                total_s=end - job.submitted,
-                keyframes=len(result.keyframes),
-            )
-            with self.stats.lock:
-                self.stats.last_timing = timing
-        if job.request.source == "topic":
-            outcome = self._count(self._outcome(job), job)
-            if not outcome.success:
-                self.get_logger().warning(
-                    f"question {job.request.question!r} from ~/question: {outcome.message}"
-                )
-
-    def _on_ask(self, request: Any, response: Any) -> Any:
-        outcome = self.ask(
-            QueryRequest(
-                request.question, tuple(request.options), float(request.window_seconds), "service",
-                stamp_to_ns(request.start_stamp), stamp_to_ns(request.end_stamp),
-            )
-        )  # fmt: skip
-        response.success, response.message = outcome.success, outcome.message
-        if outcome.answer is not None:
-            response.answer = outcome.answer
-        return response
-
-    def _on_goal(self, goal_handle: Any) -> Any:
-        goal = goal_handle.request
-
-        def feedback(stage: str, progress: float) -> None:
-            goal_handle.publish_feedback(AnswerSpatial.Feedback(stage=stage, progress=progress))
-
-        outcome = self.ask(
-            QueryRequest(
-                goal.question,
-                tuple(goal.options),
-                float(goal.window_seconds),
-                "action",
-                stamp_to_ns(goal.start_stamp),
-                stamp_to_ns(goal.end_stamp),
-            ),  # fmt: skip
-            on_event=feedback,
-            cancelled=lambda: goal_handle.is_cancel_requested,
-        )
-        result = AnswerSpatial.Result(success=outcome.success, message=outcome.message)
-        if outcome.answer is not None:
-            result.answer = outcome.answer
-        if outcome.status == CANCELLED and goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        elif outcome.success:
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
-        return result
-
-    def _check_size(self, request: QueryRequest) -> None:
-        query = self.params.config.query
-        request.check_size(query.max_question_chars, query.max_options, query.max_option_chars)
-
-    def _on_question(self, message: Any) -> None:
-        request = QueryRequest(message.data, (), 0.0, "topic")
-        try:
-            self._check_size(request)
-            self.worker.submit(request, self.params.config.query.timeout_s)
-        except RequestTooLargeError as exc:
-            self._count(Outcome(False, str(exc)), None)
-            self.get_logger().warning(f"question from ~/question dropped: {exc}")
-        except QueueFullError as exc:
-            self._count(Outcome(False, str(exc), status="busy"), None)
-            self.get_logger().warning(f"question {message.data!r} from ~/question dropped: {exc}")
+    def wait_for_callbacks(self, timeout_s: float) -> bool:
+        """Wait until no :meth:`ask` is in flight (at shutdown, after the worker closed); False on timeout."""
+        with self._callbacks:
+            return self._callbacks.wait_for(lambda: self._callbacks_in_flight == 0, timeout_s)
 
     # -------------------------------------------------------------------------------- diagnostics
 
@@ -681,11 +686,7 @@ class EmbodiedRNode(Node):
             **{f"queries_{status}": count for status, count in sorted(outcomes.items())},
             "last_query_latency_s": "" if latency is None else f"{latency:.3f}",
             **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
-            "vlm": (
-                f"{GROUND_TRUTH_BANNER}: {config.vlm.model}"
-                if config.vlm.backend == GROUND_TRUTH
-                else f"{config.vlm.model} ({config.vlm.backend}) loaded"
-            ),
+            "vlm": self.pipeline.perception,
             "lm": f"{config.lm.model} ({config.lm.backend}) loaded",
         }
         return DiagnosticStatus(
@@ -720,9 +721,10 @@ def _gpu_memory() -> dict[str, str]:
     return {"gpu_memory_mb": f"{torch.cuda.memory_allocated() / 2**20:.1f}"}
 
 
-def main(args: Sequence[str] | None = None) -> int:
+def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) -> int:
     """Run the node until SIGINT or SIGTERM (or the context's shutdown); returns the exit code (0; 1: bad
-    parameters or models).
+    parameters or models). ``perceivers``: what ``perception.perceiver`` may name (the application's
+    registry, see ``embodied_r_ros.cli.parts``).
 
     A launch system stops a node with SIGINT, then SIGTERM: either ends the node within seconds, exit 0, no
     traceback. Questions in flight are answered ``success=false, "shutting down"`` while the node can
@@ -735,7 +737,7 @@ def main(args: Sequence[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            node = EmbodiedRNode()
+            node = EmbodiedRNode(perceivers=perceivers)
         except (ConfigError, ModelLoadError) as exc:
             # One line saying what to fix, not a traceback.
             rclpy.logging.get_logger(NODE_NAME).fatal(" ".join(str(exc).split()))
@@ -778,7 +780,3 @@ def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
         pass  # a context shut down from outside, or a wait set torn down by the shutdown itself
     finally:
         stop.set()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

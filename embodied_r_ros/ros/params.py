@@ -79,11 +79,9 @@ def parameter_value(name: str, text: str) -> Any:
 
     Raises ConfigError for an unknown name (with the closest known ones) or a value of the wrong kind.
     """
-    import difflib
-
     defaults = default_parameters()
     if name not in defaults:
-        close = difflib.get_close_matches(name, list(defaults), n=3)
+        close = _closest(name)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(defaults)}"
         raise ConfigError(f"unknown parameter {name!r}{hint}")
     default = defaults[name]
@@ -103,9 +101,33 @@ def parameter_value(name: str, text: str) -> Any:
 
 def _choice_problem(name: str, value: Any) -> str | None:
     spec = SPECS.get(name)
-    if spec and spec.choices and value not in spec.choices:
-        return f"parameter {name} must be one of {', '.join(spec.choices)}, got {value!r}"
-    return None
+    return spec.problem(f"parameter {name}", value) if spec else None
+
+
+def unknown_parameters_problem(names: list[str]) -> str | None:
+    """What is wrong with parameter names under the node's sections that it does not declare (ROS would
+    ignore them silently), with the closest known names; None when there are none."""
+    defaults = default_parameters()
+    sections = {name.split(".")[0] for name in defaults}
+    ours = sorted(n for n in names if n not in defaults and n.split(".")[0] in sections)
+    if not ours:
+        return None
+    hints = []
+    for name in ours:
+        close = _closest(name)
+        hints.append(name + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    return f"unknown parameter(s) {'; '.join(hints)}; `python -m embodied_r_ros.ros.params` lists them all"
+
+
+def _closest(name: str) -> list[str]:
+    """Known parameters like ``name``: where it moved into a section (vlm.device ->
+    vlm.transformers.device), else the closest spellings."""
+    import difflib
+
+    known = list(default_parameters())
+    section, leaf = name.split(".")[0], name.split(".")[-1]
+    moved = [k for k in known if k != name and k.startswith(section + ".") and k.endswith("." + leaf)]
+    return moved or difflib.get_close_matches(name, known, n=3)
 
 
 def _format_value(value: Any) -> str:
@@ -129,9 +151,15 @@ def default_parameters_yaml() -> str:
     for name, value in default_parameters().items():
         *sections, key = name.split(".")
         if sections != open_sections:
-            for depth, section in enumerate(sections):
-                if depth >= len(open_sections) or open_sections[depth] != section:
-                    lines.append("    " + "  " * depth + f"{section}:")
+            # Sections shared with the previous parameter stay open; the rest are opened (vlm.openai after
+            # lm.transformers opens both vlm and its openai).
+            shared = 0
+            while (
+                shared < min(len(sections), len(open_sections)) and sections[shared] == open_sections[shared]
+            ):
+                shared += 1
+            for depth in range(shared, len(sections)):
+                lines.append("    " + "  " * depth + f"{sections[depth]}:")
             open_sections = sections
         indent = "    " + "  " * len(sections)
         spec = SPECS[name]
@@ -174,6 +202,11 @@ class NodeParameters:
                 allowed = f"; allowed: {spec.lo:g} .. {spec.hi:g}" if spec.lo is not None else ""
                 reason = str(exc).split("Reason: ", 1)[-1].removesuffix(f": {name}")
                 raise ConfigError(f"parameter {name}: {reason}{allowed} ({spec.description})") from None
+        # rclpy keeps parameters given for undeclared names (a typo, a key from an older version) only in
+        # _parameter_overrides and ignores them; the node refuses them instead of running without them.
+        problem = unknown_parameters_problem(list(node._parameter_overrides))
+        if problem:
+            raise ConfigError(problem)
         self.config = config_from_parameters(values)
         self._started = True
         node.add_post_set_parameters_callback(self._changed)

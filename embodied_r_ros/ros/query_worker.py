@@ -1,7 +1,9 @@
 """One model query at a time, on its own thread, behind a bounded queue with deadlines and cancel.
 
-The node's service, action and topic callbacks :meth:`QueryWorker.submit` a :class:`QueryJob` and (except
-for fire-and-forget questions) wait for it with :meth:`QueryJob.wait`. Rules:
+A caller hands a payload (for the node: a queued question) to :meth:`QueryWorker.submit` and, unless it
+fires and forgets, waits for the :class:`QueryJob` with :meth:`QueryJob.wait`. The worker never looks inside
+a payload: what it means, and whether it may queue at all, is the caller's and the handler's business.
+Rules:
 
 - One job runs at a time; up to ``queue_length`` more wait in arrival order. Beyond that ``submit`` raises
   :class:`QueueFullError` at once (the caller answers "busy").
@@ -29,8 +31,7 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -44,54 +45,19 @@ class QueueFullError(RuntimeError):
     """The queue holds ``queue_length`` jobs already; the message says so."""
 
 
-class RequestTooLargeError(ValueError):
-    """A question or its options exceed the node's ``query.max_*`` bounds; the message names the bound."""
-
-
 class QueryAbandoned(Exception):
     """Raised by :meth:`QueryJob.report` inside the handler once nobody waits for the job any more."""
 
 
-@dataclass(frozen=True)
-class QueryRequest:
-    """One question as a caller asked it. ``window_s`` 0 means the node's default window; ``start_ns`` and
-    ``end_ns`` (0 = unset) name an absolute interval (see :mod:`.windows`)."""
-
-    question: str
-    options: tuple[str, ...] = ()
-    window_s: float = 0.0
-    source: str = "service"  # "service", "action" or "topic" (for logs and diagnostics)
-    start_ns: int = 0
-    end_ns: int = 0
-
-    def check_size(self, max_question_chars: int, max_options: int, max_option_chars: int) -> None:
-        """Raise :class:`RequestTooLargeError` when the question, the number of options or one option is
-        longer than the node accepts (``query.max_question_chars``, ``query.max_options``,
-        ``query.max_option_chars``)."""
-        if len(self.question) > max_question_chars:
-            raise RequestTooLargeError(
-                f"question too long: {len(self.question)} characters, this node accepts at most "
-                f"{max_question_chars} (query.max_question_chars); shorten it"
-            )
-        if len(self.options) > max_options:
-            raise RequestTooLargeError(
-                f"too many options: {len(self.options)}, this node accepts at most {max_options} "
-                "(query.max_options)"
-            )
-        for i, option in enumerate(self.options):
-            if len(option) > max_option_chars:
-                raise RequestTooLargeError(
-                    f"option {i + 1} too long: {len(option)} characters, this node accepts at most "
-                    f"{max_option_chars} (query.max_option_chars); shorten it"
-                )
+Payload = TypeVar("Payload")
 
 
-class QueryJob:
-    """A submitted question: its state, deadline, progress events and outcome."""
+class QueryJob(Generic[Payload]):
+    """A submitted payload: its state, deadline, progress events and result."""
 
-    def __init__(self, job_id: str, request: QueryRequest, timeout_s: float) -> None:
+    def __init__(self, job_id: str, payload: Payload, timeout_s: float) -> None:
         self.id = job_id
-        self.request = request
+        self.payload = payload
         self.submitted = time.monotonic()
         self.deadline = self.submitted + timeout_s
         self.timeout_s = timeout_s
@@ -139,15 +105,15 @@ class QueryJob:
         self._events.put(None)
 
 
-class QueryWorker:
+class QueryWorker(Generic[Payload]):
     """Runs ``handler(job)`` for one job at a time on a daemon thread (see the module docstring)."""
 
     def __init__(
         self,
-        handler: Callable[[QueryJob], Any],
+        handler: Callable[[QueryJob[Payload]], Any],
         *,
         queue_length: int = 2,
-        on_finished: Callable[[QueryJob], None] | None = None,
+        on_finished: Callable[[QueryJob[Payload]], None] | None = None,
         max_idle_tasks: int = 64,
         name: str = "embodied_r_queries",
     ) -> None:
@@ -189,8 +155,8 @@ class QueryWorker:
         """The job on the worker now, or None."""
         return self._running
 
-    def submit(self, request: QueryRequest, timeout_s: float) -> QueryJob:
-        """Queue a question; raises :class:`QueueFullError` when the queue is full."""
+    def submit(self, payload: Payload, timeout_s: float) -> QueryJob[Payload]:
+        """Queue ``payload`` for the handler; raises :class:`QueueFullError` when the queue is full."""
         with self._cond:
             if self._stopped:
                 raise QueueFullError("the query worker is shut down")
@@ -200,7 +166,7 @@ class QueryWorker:
                     f"busy: one question is being answered and {len(self._queue)} wait (query.queue_length = "
                     f"{self._queue_length}); ask again later"
                 )
-            job = QueryJob(f"q{next(self._ids)}", request, timeout_s)
+            job = QueryJob(f"q{next(self._ids)}", payload, timeout_s)
             self._queue.append(job)
             self._cond.notify_all()
             return job

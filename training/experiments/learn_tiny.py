@@ -43,6 +43,8 @@ logger = logging.getLogger("learn_tiny")
 
 REPO = Path(__file__).resolve().parents[2]
 WINDOW = 10  # steps in the first/last means and the moving average
+# The per-step batch means the training log holds (StagedReward's per reward, TRL's for the total).
+REWARD_KEYS = {name: f"rewards/{name}/mean" for name in ("format", "accuracy", "total")}
 
 
 def build_dataset(out: Path, models: Path, scenes: int, size: str) -> Path:
@@ -89,13 +91,12 @@ def moving_average(values: list[float], window: int) -> list[float]:
 def summarise(history: list[dict[str, Any]]) -> dict[str, Any]:
     """First/last-window means of the logged rewards and completion length of one run."""
     result: dict[str, Any] = {}
-    for key in ("reward/format", "reward/accuracy", "reward/total", "completions/mean_length"):
+    for name, key in (*REWARD_KEYS.items(), ("mean_length", "completions/mean_length")):
         values = series(history, key)
         if values:
-            name = key.split("/")[-1]
             result[f"{name}_first{WINDOW}"] = sum(values[:WINDOW]) / len(values[:WINDOW])
             result[f"{name}_last{WINDOW}"] = sum(values[-WINDOW:]) / len(values[-WINDOW:])
-    result["format_per_step"] = series(history, "reward/format")
+    result["format_per_step"] = series(history, REWARD_KEYS["format"])
     return result
 
 
@@ -104,7 +105,7 @@ def plot_summary(runs: dict[str, list[dict[str, Any]]], path: Path, title: str) 
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(12.0, 4.0), dpi=100, layout="constrained")
-    keys = ("reward/format", "reward/accuracy", "reward/total")
+    keys = tuple(REWARD_KEYS.values())
     colors = {"GRPO": "tab:blue", "baseline (lr 0)": "tab:gray"}
     for i, key in enumerate(keys):
         axes = figure.add_subplot(1, len(keys), i + 1)

@@ -1,9 +1,9 @@
 """Side by side: how GRPO runs behaved (rollouts, by block of steps) and what their greedy models answer.
 
     python training/experiments/rollout_stats.py \
-        --run "fixed=training/experiments/results/smollm2/runs/grpo_all" \
+        --run "fixed=results/smollm2/runs/grpo_all" \
         --run "rotated=out/smollm2/runs/grpo_all_rotated" \
-        --eval "fixed=training/experiments/results/smollm2/eval/grpo" \
+        --eval "fixed=results/smollm2/eval/grpo" \
         --eval "rotated=out/smollm2/eval/grpo_rotated" [--block 8]
 
 ``--run LABEL=DIR``: a GRPO output directory (its checkpoints) or one holding ``log_history.json``; per block
@@ -34,12 +34,20 @@ def _pairs(specs: list[str]) -> list[tuple[str, Path]]:
     return pairs
 
 
+def reward_key(record: dict[str, Any], name: str) -> str:
+    """The key of reward ``name``'s batch mean in a log record: ``rewards/<name>/mean``, or ``reward/<name>``
+    in logs written before rewards were logged by name (the kept runs under training/experiments/results).
+    """
+    old = f"reward/{name}"
+    return old if old in record else f"rewards/{name}/mean"
+
+
 def log_steps(run: Path) -> list[dict[str, Any]]:
     """The per-step log records of a GRPO run (those with a rollout reward)."""
     from embodied_r_training.eval.plots import load_log_history
 
     source = run / "log_history.json" if (run / "log_history.json").is_file() else run
-    return [r for r in load_log_history(source) if "reward/accuracy" in r]
+    return [r for r in load_log_history(source) if reward_key(r, "accuracy") in r]
 
 
 def run_rows(label: str, steps: list[dict[str, Any]], block: int) -> list[str]:
@@ -50,11 +58,14 @@ def run_rows(label: str, steps: list[dict[str, Any]], block: int) -> list[str]:
         def mean(key: str, part: list[dict[str, Any]] = part) -> float:
             return sum(float(r[key]) for r in part) / len(part)
 
+        def reward(name: str, part: list[dict[str, Any]] = part) -> float:
+            return sum(float(r[reward_key(r, name)]) for r in part) / len(part)
+
         one_reward = sum(float(r["reward_std"]) < 1e-6 for r in part)
         kl = max(float(r.get("kl", 0)) for r in part)
         rows.append(
-            f"| {label} | {int(part[0]['step'])}-{int(part[-1]['step'])} | {mean('reward/accuracy'):.2f} | "
-            f"{mean('reward/format'):.2f} | {mean('entropy'):.3f} | {kl:.2f} | {one_reward} of {len(part)} |"
+            f"| {label} | {int(part[0]['step'])}-{int(part[-1]['step'])} | {reward('accuracy'):.2f} | "
+            f"{reward('format'):.2f} | {mean('entropy'):.3f} | {kl:.2f} | {one_reward} of {len(part)} |"
         )
     return rows
 
@@ -83,8 +94,10 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=8, help="steps per row")
     args = parser.parse_args()
     if args.run:
-        print("| run | steps | accuracy reward | format reward | entropy (nats/token) | max KL | "
-              "groups with one reward |")
+        print(
+            "| run | steps | accuracy reward | format reward | entropy (nats/token) | max KL | "
+            "groups with one reward |"
+        )
         print("|---|---|---:|---:|---:|---:|---:|")
         for label, run in _pairs(args.run):
             print("\n".join(run_rows(label, log_steps(run), args.block)))

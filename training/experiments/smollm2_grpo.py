@@ -5,7 +5,7 @@ interrupted GRPO run continues from its last checkpoint):
 
     python training/experiments/smollm2_grpo.py --out out/smollm2 [--parts main,ood,rotate,curriculum]
 
-Perception is simulator ground truth (``prepare --vlm-backend ground_truth``): a measuring instrument that
+Perception is simulator ground truth (``prepare --perceiver ground_truth``): a measuring instrument that
 says what a perfect VLM would say, so the numbers measure the REASONER, as in the paper's analysis that
 separates perception from reasoning. It is not a VLM and no figure here is a VLM's.
 
@@ -33,13 +33,15 @@ Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json}`
 curves of the GRPO run in ``OUT/runs/grpo_all/plots/``, ``OUT/summary.json`` (settings, stage times), and
 copies the figures to ``--figures`` (default docs/figures/).
 
-Results kept across machines (``--results``, default ``training/experiments/results/smollm2``, committed):
+Results kept across machines (``--results``, default ``results/smollm2``, committed):
 on 2 CPU cores the whole experiment takes longer than one working session on a fresh machine, so each
 finished evaluation (metrics, predictions) and each GRPO run's log is copied there with its provenance: the
 commit it ran from and the repository files it depended on (every module of the project the process had
-loaded, the config, this script). A later run restores a kept result instead of recomputing it only while
-``git diff`` shows none of those files changed since that commit, and skips a training run whose
-evaluations are all restored. Any change to the code or the data it reads means a rerun. Results in OUT
+loaded, the config, this script), and its recipe (:func:`recipe`: the resolved training config, the base
+model's files, the prepared data sets, the other arguments). A later run restores a kept result instead of
+recomputing it only for an equal recipe and while ``git diff`` shows none of those files changed since that
+commit (see kept.py), and skips a training run whose evaluations are all restored. Any change to the code,
+the config, the model, the data or the arguments means a rerun. Results in OUT
 carry the same record (``provenance.json`` in each evaluation and run directory): one that other code left
 there is moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept as this code's.
 """
@@ -47,21 +49,22 @@ there is moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kept import KeptResults, Recipe, file_identity, tree_identity, value_identity
+
 logger = logging.getLogger("smollm2_grpo")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "smollm2_cpu.yaml"
-DEFAULT_RESULTS = REPO / "training" / "experiments" / "results" / "smollm2"
+DEFAULT_RESULTS = REPO / "results" / "smollm2"
 KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed. Test seeds are never used for training data.
@@ -141,126 +144,23 @@ class Stages:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Results kept across machines
+# Results kept across machines (kept.py): keyed by the code and by this recipe
+
+# Arguments that say where results go, not what they are: left out of the recipe.
+NOT_IN_RECIPE = ("out", "figures", "results", "no_keep", "parts", "config", "model")
 
 
-def _git(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
-
-
-class KeptResults:
-    """Finished evaluations and training logs kept in the repository with the code state they came from
-    (see the module docstring). ``root`` None: nothing is kept or restored."""
-
-    def __init__(self, root: Path | None, out: Path, config: Path) -> None:
-        self.root, self.out, self.config = root, out, config
-        head = _git("rev-parse", "HEAD")
-        self.commit = head.stdout.strip() if head.returncode == 0 else ""
-        status = _git("status", "--porcelain", "--untracked-files=all")
-        # Files that differ from the commit when this process started: results that depend on them are
-        # not kept (nobody could tell later which code made them).
-        lines = status.stdout.splitlines() if status.returncode == 0 else None
-        self.dirty = None if lines is None else {line[3:].strip() for line in lines}
-
-    def _depends_on(self) -> list[str]:
-        """Repository files this process's results depend on: the project's loaded modules, config, script."""
-        files = {Path(__file__).resolve(), self.config.resolve()}
-        for module in list(sys.modules.values()):
-            name = getattr(module, "__name__", "")
-            path = getattr(module, "__file__", None)
-            if path and name.split(".")[0] in ("embodied_r_ros", "embodied_r_training"):
-                files.add(Path(path).resolve())
-        relative = []
-        for path in files:
-            real = path.resolve()  # the colcon install holds symlinks into the repository
-            if real.is_relative_to(REPO):
-                relative.append(str(real.relative_to(REPO)))
-        return sorted(relative)
-
-    def _provenance(self) -> dict[str, Any] | None:
-        if self.root is None or not self.commit or self.dirty is None:
-            return None
-        files = self._depends_on()
-        changed = sorted(set(files) & self.dirty)
-        if changed:
-            logger.warning("not keeping results: %s differ from commit %s (commit them first)", changed,
-                           self.commit[:10])  # fmt: skip
-            return None
-        return {"commit": self.commit, "files": files, "kept": time.strftime("%Y-%m-%d %H:%M:%S")}
-
-    def _valid(self, kept: Path) -> bool:
-        """Whether the result in ``kept`` (a kept or an OUT directory) came from code identical to the
-        working tree's, file by file."""
-        try:
-            provenance = json.loads((kept / "provenance.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        diff = _git("diff", "--quiet", provenance["commit"], "--", *provenance["files"])
-        if diff.returncode != 0:
-            logger.info("%s is stale (code changed since %s or commit unknown): recomputing", kept,
-                        provenance["commit"][:10])  # fmt: skip
-            return False
-        return True
-
-    def _set_aside(self, target: Path) -> None:
-        """Move an OUT directory that other code wrote (no provenance, or its code changed since) aside,
-        so that it is neither reused nor kept as this code's result; nothing is deleted."""
-        if self.root is None or not target.exists() or self._valid(target):
-            return
-        aside = target.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
-        logger.warning("%s was made by other code (no provenance, or the code changed since): moved to %s",
-                       target, aside)  # fmt: skip
-        target.rename(aside)
-
-    def claim(self, target: Path) -> None:
-        """Before a stage computes into the OUT directory ``target``: set aside what other code left there
-        and record this code's state in it, so that a result found there later (a resumed run) is reused and
-        kept only when this code made it. Does nothing when results are not kept (``--no-keep``, or
-        uncommitted changes to the code: then OUT is reused as it is)."""
-        provenance = self._provenance()
-        if provenance is None:
-            return
-        self._set_aside(target)
-        target.mkdir(parents=True, exist_ok=True)
-        if not (target / "provenance.json").is_file():
-            (target / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
-
-    def vouched(self, target: Path) -> bool:
-        """Whether the OUT directory ``target`` holds this code's results (always, when nothing is kept)."""
-        return self._provenance() is None or self._valid(target)
-
-    def restore(self, kind: str, name: str, files: tuple[str, ...]) -> bool:
-        """Copy a kept, still valid result (``kind`` eval or runs) into OUT; True when it was restored."""
-        if self.root is None:
-            return False
-        kept, target = self.root / kind / name, self.out / kind / name
-        if not all((kept / f).is_file() for f in files) or not self._valid(kept):
-            return False
-        self._set_aside(target)  # an older result in OUT must not shadow the kept one
-        target.mkdir(parents=True, exist_ok=True)
-        for f in (*files, "provenance.json"):
-            if not (target / f).is_file():
-                shutil.copyfile(kept / f, target / f)
-        return True
-
-    def keep(self, kind: str, name: str, files: dict[str, Path]) -> None:
-        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance.
-
-        Only results this code made: their OUT directory (``OUT/kind/name``) must carry a valid provenance
-        (:meth:`claim` or :meth:`restore` wrote it)."""
-        provenance = self._provenance()
-        if provenance is None or not all(p.is_file() for p in files.values()):
-            return
-        if not self._valid(self.out / kind / name):
-            logger.warning("not keeping %s: nothing there says this code made it", self.out / kind / name)
-            return
-        kept = self.root / kind / name  # type: ignore[operator]
-        if (kept / "provenance.json").is_file() and self._valid(kept):
-            return  # kept already (restored or kept by an earlier run of the same code)
-        kept.mkdir(parents=True, exist_ok=True)
-        for f, source in files.items():
-            shutil.copyfile(source, kept / f)
-        (kept / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
+def recipe(args: argparse.Namespace, config: Any, data: dict[str, Path]) -> Recipe:
+    """What every result of this experiment depends on besides the code: the resolved training config, the
+    base model's files, the prepared data sets and the other arguments (module docstring)."""
+    splits = {name: path / ("train.jsonl" if name.startswith("train") else "test.jsonl")
+              for name, path in data.items()}  # fmt: skip
+    return Recipe({
+        "config": value_identity(dataclasses.asdict(config)),
+        "model": tree_identity(args.model),
+        "data": value_identity({name: file_identity(path) for name, path in sorted(splits.items())}),
+        "arguments": value_identity({k: v for k, v in vars(args).items() if k not in NOT_IN_RECIPE}),
+    })  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -297,7 +197,7 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
             [*c, *(["--outdoor"] if e == "outdoor" else [])]
         ))  # fmt: skip
         fractions = "1,0,0" if role == "train" else "0,0,1"
-        prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--vlm-backend"]
+        prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--perceiver"]
         prepare += [
             "ground_truth",
             "--split",
@@ -608,7 +508,6 @@ def main() -> int:
     config = load_train_config(args.config)
     args.max_new_tokens = args.max_new_tokens or int(config.grpo["max_completion_length"])
     stages = Stages(out)
-    kept = KeptResults(None if args.no_keep else args.results.resolve(), out, args.config)
     if parts == {"data"}:
         build_data(out, args, stages)
         return 0
@@ -617,6 +516,8 @@ def main() -> int:
             "convert SmolLM2", args.model / "config.json", lambda: cli(["models", "smollm2", str(args.model)])
         )
     data = build_data(out, args, stages)
+    root = None if args.no_keep else args.results.resolve()
+    kept = KeptResults(REPO, root, out, recipe(args, config, data), [Path(__file__), args.config])
 
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "main" in parts:

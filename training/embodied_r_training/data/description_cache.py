@@ -31,7 +31,11 @@ def frame_hash(frame: Frame) -> str:
 
 def generation_settings(vlm: ModelConfig) -> dict[str, Any]:
     """The VLM settings that change its replies, for :func:`cache_key` (not where or how it runs)."""
-    return {"max_new_tokens": vlm.max_new_tokens, "temperature": vlm.temperature, "adapter": vlm.adapter}
+    return {
+        "max_new_tokens": vlm.max_new_tokens,
+        "temperature": vlm.temperature,
+        "adapter": vlm.transformers.adapter,
+    }
 
 
 def cache_key(

@@ -6,8 +6,8 @@ node answers after watching the bag from its first frame, the same key frames), 
 descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
 the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
 
-``--vlm-backend ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
-(:mod:`.ground_truth`, a measuring instrument for synthetic bags: ``--vlm`` is then the scene file, by
+``--perceiver ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
+(:mod:`..perceivers`, a measuring instrument for synthetic bags: ``--scene`` names the scene file, by
 default the ``scene.json`` beside each bag directory). It is cheaper than a cache lookup, so the description
 cache is bypassed; records say ``vlm: "ground-truth:scene.json"``.
 
@@ -23,6 +23,7 @@ Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import Counter, defaultdict
@@ -33,26 +34,32 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from embodied_r_ros import prompts
+from embodied_r_ros.backends import BackendError
 from embodied_r_ros.config import (
-    GROUND_TRUTH,
     REQUIRED,
     Alias,
     ConfigError,
     KeyFrameConfig,
     ModelConfig,
+    PerceptionConfig,
+    PipelineConfig,
     param,
     section,
 )
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
+from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions
 
+from ..perceivers import GROUND_TRUTH
+from ..perceivers import register as register_training_perceivers
 from ..synth.ground_truth import (
     DEFAULT_SCENE_FILE,
     DESCRIPTION,
     LABEL_PREFIX,
     GroundTruthError,
     GroundTruthScenes,
+    scene_file_for_bag,
 )
 from .bag_reader import BagReader, BagReadError, BagTopics
 from .description_cache import DescriptionCache, cache_key, generation_settings
@@ -64,6 +71,17 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
 
 
+def prepare_perceivers() -> PerceiverRegistry:
+    """The perceivers ``--perceiver`` may name: the core's VLM and this package's ground truth."""
+    registry = core_perceivers()
+    register_training_perceivers(registry)
+    return registry
+
+
+def _default_perception() -> PerceptionConfig:
+    return PerceptionConfig(scene=DEFAULT_SCENE_FILE)
+
+
 @dataclass
 class PrepareConfig:
     """Everything ``embodied-r prepare`` needs; the fields' flags are declared with them."""
@@ -72,25 +90,36 @@ class PrepareConfig:
     out: Path = param(REQUIRED, "output data-set directory", flag="--out")
     vlm: ModelConfig = section(
         ModelConfig,
-        model={
-            "flag": Alias(
-                "--vlm",
-                "VLM: local directory or served model name; with --vlm-backend ground_truth the scene file: "
-                f"a bare name is looked up beside each bag directory (default {DEFAULT_SCENE_FILE})",
-            )
+        model={"flag": Alias("--vlm", "VLM: local directory or served model name (--perceiver vlm)")},
+        # No choices: the command names the new spelling of a retired --vlm-backend ground_truth.
+        backend={"flag": Alias("--vlm-backend", "transformers or openai"), "choices": ()},
+        openai={
+            "base_url": {"flag": Alias("--base-url", "openai backend: server URL")},
+            "max_concurrency": {"flag": Alias("--concurrency", "openai backend: requests in flight")},
         },
-        backend={
+        transformers={"device": {"flag": "--device"}},
+        max_new_tokens={"flag": "--max-new-tokens"},
+    )
+    # perceiver ground_truth: perception.scene is each bag's scene file, a bare name looked up beside the
+    # bag directory (scene_file_for_bag), default scene.json.
+    perception: PerceptionConfig = section(
+        _default_perception,
+        perceiver={
             "flag": Alias(
-                "--vlm-backend",
-                "transformers, openai, or ground_truth: no VLM, a measuring instrument for `embodied-r "
+                "--perceiver",
+                "vlm (the VLM of --vlm), or ground_truth: no VLM, a measuring instrument for `embodied-r "
                 "synth` bags that describes key frames from the scene's geometry (what a perfect VLM would "
                 "say)",
+            ),
+            "choices": prepare_perceivers().names(),
+        },
+        scene={
+            "flag": Alias(
+                "--scene",
+                "--perceiver ground_truth: the scene file; a bare name is looked up beside each bag "
+                f"directory (default {DEFAULT_SCENE_FILE})",
             )
         },
-        base_url={"flag": Alias("--base-url", "openai backend: server URL")},
-        max_concurrency={"flag": Alias("--concurrency", "openai backend: requests in flight")},
-        device={"flag": "--device"},
-        max_new_tokens={"flag": "--max-new-tokens"},
     )
     cache: Path = param(DEFAULT_CACHE, f"description cache ({DEFAULT_CACHE})", flag="--cache")
     topics: BagTopics = field(default_factory=BagTopics)
@@ -114,12 +143,12 @@ class PrepareConfig:
     @property
     def ground_truth(self) -> bool:
         """Whether the descriptions come from the simulator's ground truth instead of a VLM."""
-        return self.vlm.backend == GROUND_TRUTH
+        return self.perception.perceiver == GROUND_TRUTH
 
     @property
     def perception_label(self) -> str:
         """What the records' ``vlm`` column says: the VLM's name, or "ground-truth:scene.json"."""
-        return GroundTruthScenes(self.vlm.model).label if self.ground_truth else self.vlm.model
+        return GroundTruthScenes(self.perception.scene).label if self.ground_truth else self.vlm.model
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -291,26 +320,36 @@ def _cache_key(config: PrepareConfig, question: Question, keyframes: Sequence[Ke
 
 
 class _Perceivers:
-    """The perceiver of each bag: one VLM for all (loaded on first use), or each bag's scene ground truth."""
+    """The perceiver of each bag, from the registry: one for all bags (the VLM, loaded on first use), or
+    with ground truth one per scene file (each bag's, see :func:`scene_file_for_bag`)."""
 
-    def __init__(self, config: ModelConfig) -> None:
-        self.config = config
-        self._vlm: KeyFramePerceiver | None = None
-        self._scenes = GroundTruthScenes(config.model) if config.backend == GROUND_TRUTH else None
+    def __init__(self, config: PrepareConfig) -> None:
+        self.registry = prepare_perceivers()
+        self.pipeline = PipelineConfig(perception=config.perception, vlm=config.vlm)
+        self.ground_truth = config.ground_truth
+        self._made: dict[str, KeyFramePerceiver] = {}
 
     def for_bag(self, bag: Path) -> KeyFramePerceiver:
-        if self._scenes is not None:
-            return self._scenes.for_bag(bag)
-        if self._vlm is None:
-            from embodied_r_ros.backends import load_backend
-            from embodied_r_ros.perception import Perceiver
-
-            self._vlm = Perceiver(load_backend(self.config, vision=True))
-        return self._vlm
+        """The bag's perceiver; with ground truth, a bag without a usable scene file raises GroundTruthError
+        (its questions fail, not the run)."""
+        if not self.ground_truth:
+            if "" not in self._made:
+                self._made[""] = self.registry.create(self.pipeline)
+            return self._made[""]
+        scene = str(scene_file_for_bag(bag, self.pipeline.perception.scene or DEFAULT_SCENE_FILE))
+        if scene not in self._made:
+            perception = dataclasses.replace(self.pipeline.perception, scene=scene)
+            try:
+                self._made[scene] = self.registry.create(
+                    dataclasses.replace(self.pipeline, perception=perception)
+                )
+            except BackendError as exc:
+                raise GroundTruthError(str(exc)) from exc
+        return self._made[scene]
 
     def close(self) -> None:
-        if self._vlm is not None:
-            self._vlm.close()
+        for perceiver in self._made.values():
+            perceiver.close()
 
 
 @dataclass
@@ -336,7 +375,7 @@ def describe_items(
     on the first miss (a fully cached run never loads it). With ground truth, nothing is cached and a bag
     without its scene file fails its questions by name (``failures``), not the run.
     """
-    perceivers = _Perceivers(config.vlm)
+    perceivers = _Perceivers(config)
     batch: list[Item] = []
 
     def flush() -> list[Item]:

@@ -42,8 +42,9 @@ OPTIONAL_COLUMNS: dict[str, str] = {"fold": "the scene's fold (prepare --folds K
 
 # What each reader needs (read_split checks them, naming the file and the fix when one is missing).
 PROMPT = ("prompt",)  # the reasoning LM's input
-TRAINING = (*PROMPT, "solution")  # the policy's input and the accuracy reward
-CONSISTENCY = ("question", "options")  # the consistency reward's reference reads these
+# The policy's input and the answers (warm start, SFT); each reward names the further columns it reads
+# (rl.rewards.register_reward: the consistency reward's reference reads question and options).
+TRAINING = (*PROMPT, "solution")
 GRADING = ("id", "solution", "task", "question", "options")  # eval scores a system's answers
 KEYFRAMES = ("scene", "bag", "keyframe_stamps_ns")  # eval's VLM-alone system reads the frames from the bag
 

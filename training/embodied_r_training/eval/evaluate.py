@@ -33,7 +33,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +41,7 @@ from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
-from embodied_r_ros.config import (
-    LM_BACKENDS,
-    Alias,
-    ConfigError,
-    KeyFrameConfig,
-    ModelConfig,
-    param,
-    section,
-)
+from embodied_r_ros.config import Alias, ConfigError, KeyFrameConfig, ModelConfig, param, section
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -120,11 +112,13 @@ class EvalConfig:
     lm: ModelConfig = section(
         _default_lm,
         model={"flag": Alias("--lm", f"reasoning LM: directory or name ({DEFAULT_LM})")},
-        adapter={"flag": Alias("--adapter", "LoRA adapter directory for --lm (reasoner only)")},
-        backend={"flag": "--lm-backend", "choices": LM_BACKENDS},
-        base_url={"flag": Alias("--base-url", "openai backends: server URL")},
-        device={"flag": "--device"},
-        dtype={"flag": "--dtype"},
+        backend={"flag": "--lm-backend"},
+        transformers={
+            "adapter": {"flag": Alias("--adapter", "LoRA adapter directory for --lm (reasoner only)")},
+            "device": {"flag": "--device"},
+            "dtype": {"flag": "--dtype"},
+        },
+        openai={"base_url": {"flag": Alias("--base-url", "openai backends: server URL")}},
         temperature={"flag": Alias("--temperature", "0 = greedy")},
         max_new_tokens={"flag": "--max-new-tokens"},
     )
@@ -155,12 +149,13 @@ class EvalConfig:
             raise ConfigError(
                 f"--batch-size must be >= 1 and --limit >= 0, got {self.batch_size}, {self.limit}"
             )
-        if self.system == "untrained" and self.lm.adapter:
+        adapter = self.lm.transformers.adapter
+        if self.system == "untrained" and adapter:
             raise ConfigError(
-                f"--system untrained evaluates the base LM; drop --adapter {self.lm.adapter} (or use "
+                f"--system untrained evaluates the base LM; drop --adapter {adapter} (or use "
                 "--system reasoner to evaluate the adapter)"
             )
-        if self.lm.adapter and self.lm.backend != "transformers":
+        if adapter and self.lm.backend != "transformers":
             raise ConfigError(
                 "--adapter needs --lm-backend transformers; with an OpenAI-compatible server, serve the "
                 "adapter there (e.g. vLLM --lora-modules) and pass its served name as --lm"
@@ -576,7 +571,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
 def _reference_label(config: EvalConfig) -> str:
     if config.reference is not None:
         return config.reference.model
-    return f"{config.lm.model} (base LM{', adapter disabled' if config.lm.adapter else ''})"
+    return f"{config.lm.model} (base LM{', adapter disabled' if config.lm.transformers.adapter else ''})"
 
 
 def _reference_needs_loading(config: EvalConfig) -> bool:
@@ -589,8 +584,8 @@ def _reference(config: EvalConfig, backend: GenerationBackend) -> GenerationBack
     if config.reference is not None:
         return _load(config.reference, vision=False)
     if config.system == "vlm":
-        return _load(replace(config.lm, adapter=""), vision=False)
-    if config.lm.adapter:
+        return _load(config.lm.with_adapter(""), vision=False)
+    if config.lm.transformers.adapter:
         from embodied_r_ros.backends.adapter_off import AdapterOff
 
         return AdapterOff(backend)
@@ -608,7 +603,7 @@ def _info(
 ) -> dict[str, Any]:
     model = config.vlm if config.system == "vlm" and config.vlm is not None else config.lm
     labels = {
-        "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.adapter else ""),
+        "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.transformers.adapter else ""),
         "untrained": "untrained LM (baseline)",
         "vlm": "VLM alone on the key frames (ablation)",
         "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
@@ -620,7 +615,7 @@ def _info(
         "split": config.split,
         "models": {
             "lm": config.lm.model if config.system not in ("vlm", "chance") else "",
-            "adapter": config.lm.adapter if config.system == "reasoner" else "",
+            "adapter": config.lm.transformers.adapter if config.system == "reasoner" else "",
             "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
             "reference": reference,
         },

@@ -6,10 +6,11 @@
 * :func:`load_log_history`: the ``log_history`` of a ``trainer_state.json``, its directory, or the newest
   ``checkpoint-*/trainer_state.json`` below an output directory.
 
-Keys read from the log (TRL 1.16 GRPOTrainer): every key starting with ``reward`` (``reward``,
-``rewards/<func>/mean``, ``reward/format`` ... logged by our reward through ``log_metric``), without the
-``std`` ones; lengths from ``completions/mean_length``, ``completions/mean_terminated_length`` (lines)
-and ``completions/min_length`` / ``completions/max_length`` (a band). ``eval_`` keys are drawn dashed.
+Keys read from the log (TRL 1.16 GRPOTrainer): every key starting with ``reward`` (TRL's ``reward`` and
+``rewards/total/mean``, and ``rewards/<name>/mean`` per reward, logged by our staged reward through
+``log_metric``; ``reward/<name>`` in logs written before rewards were named), without the ``std`` ones;
+lengths from ``completions/mean_length``, ``completions/mean_terminated_length`` (lines) and
+``completions/min_length`` / ``completions/max_length`` (a band). ``eval_`` keys are drawn dashed.
 Figures are built on :class:`matplotlib.figure.Figure` directly, without pyplot, so no global backend
 state is touched.
 """

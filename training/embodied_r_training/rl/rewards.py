@@ -1,4 +1,4 @@
-"""The GRPO rewards of Embodied-R, as TRL reward functions.
+"""The GRPO rewards of Embodied-R, as TRL reward functions, and their registry by name.
 
 TRL's GRPOTrainer (1.16, ``_calculate_rewards``) calls every reward function as
 ``f(prompts=..., completions=..., completion_ids=..., trainer_state=..., log_extra=..., log_metric=...,
@@ -7,21 +7,27 @@ entry per completion, and expects one float (or None) per completion. Completion
 chat messages ``[{"role": "assistant", "content": "..."}]`` for conversational data sets; both are
 accepted everywhere here.
 
-Rewards:
+Rewards, registered by name (:func:`register_reward`; a training config weights them by that name, and
+training logs each one's batch mean as ``rewards/<name>/mean``):
 
-* :func:`format_reward`: 1.0 iff the whole completion is ``<think>...</think><answer>...</answer>`` and
-  nothing else (``answers.parse_completion(...).well_formed``).
-* :func:`accuracy_reward`: multiple choice: 1.0 iff the letter read from the answer part only equals the
-  ``solution`` letter; numeric: VSI-Bench mean relative accuracy of the answer's number.
-* :class:`ConsistencyReward`: for correct answers only, a frozen reference model reads the question with
-  its options and the policy's reasoning (not the video description) and answers; 1.0 when it agrees.
-* :class:`StagedReward`: the weighted total with the staged weights of :mod:`.schedule`, logging every
-  reward and the total per step. This is the one function the trainer hands to TRL.
+* ``format``, :func:`format_reward`: 1.0 iff the whole completion is
+  ``<think>...</think><answer>...</answer>`` and nothing else (``answers.parse_completion(...).well_formed``).
+* ``accuracy``, :func:`accuracy_reward`: multiple choice: 1.0 iff the letter read from the answer part only
+  equals the ``solution`` letter; numeric: VSI-Bench mean relative accuracy of the answer's number.
+* ``consistency``, :class:`ConsistencyReward`: for correct answers only, a frozen reference model reads the
+  question with its options and the policy's reasoning (not the video description) and answers; 1.0 when
+  it agrees. Built per trainer from its reference model (:func:`build_consistency_reward`), and computed
+  only while its weight is > 0.
+
+A new reward is one function here (or in any module imported before training) decorated with
+``@register_reward("name")``, plus its weight in the reward stages of a config (``name: 1``).
+:class:`~.staged_reward.StagedReward` forms the weighted total by stage (:mod:`.schedule`).
 
 Data-set columns (:mod:`embodied_r_training.data.schema` defines them all): ``solution`` (required) holds
 the correct letter ("B") or the number (in SI units, as ``answers.extract_number`` reads answers);
 ``options`` (optional; required by the consistency reward) holds the option texts, lettered or not, in
-letter order; ``question`` (consistency reward only) the question text without options.
+letter order; ``question`` (consistency reward only) the question text without options. Each registered
+reward names the columns it needs, and training checks the data set for them.
 
 Multiple choice or numeric, per row: with an ``options`` column the row is multiple choice iff its
 options list is non-empty; without one, iff ``solution`` is a single letter (a str like "B"). Anything
@@ -31,8 +37,8 @@ neither raises ValueError naming the row: that is a data-set error to fix, not a
 
 from __future__ import annotations
 
-import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +51,8 @@ from embodied_r_ros.answers import (
     parse_completion,
 )
 from embodied_r_ros.backends.base import ChatMessage, GenerationBackend
+from embodied_r_ros.config import ConfigError
 from embodied_r_ros.prompts import question_block
-
-from .schedule import RewardSchedule, RewardWeights, epoch_from_state
-
-logger = logging.getLogger(__name__)
 
 # The reference model's prompt. Change REFERENCE_PROMPT_VERSION whenever a text below changes, so logged
 # consistency rates from different prompts are not compared as if they were the same measurement.
@@ -172,14 +175,111 @@ def grade_batch(completions: Sequence[Completion], solution: Sequence[Any], **kw
 
 
 # ----------------------------------------------------------------------------------------------------
+# Rewards by name
+
+RewardFunction = Callable[..., list[float | None]]  # TRL's reward-function signature (see above)
+
+
+@dataclass(frozen=True)
+class RewardContext:
+    """What the trainer hands a reward's factory: parts built once, for every reward that needs them."""
+
+    reference: GenerationBackend | None = None  # the frozen reference model, when a weighted reward needs it
+    consistency: ConsistencyConfig | None = None  # the consistency check's settings (None: the defaults)
+
+
+@dataclass(frozen=True)
+class RegisteredReward:
+    """A reward known by name (in configs, reward stages and logs) and what it needs."""
+
+    name: str
+    build: Callable[[RewardContext], RewardFunction]  # its reward function, for a trainer's context
+    columns: tuple[str, ...] = ()  # data-set columns it reads (training checks the data set has them)
+    needs_reference: bool = False  # ``build`` uses RewardContext.reference
+    # Costly (e.g. it queries a model): computed only while its weight is > 0. Any other reward a schedule
+    # names is computed and logged at every step, also at weight 0, so it can be watched before it counts.
+    only_when_weighted: bool = False
+
+
+# The one registry: filled at import time by @register_reward (the built-ins below, and any module that
+# adds a reward); tests that add a reward remove it again with unregister_reward.
+_REGISTRY: dict[str, RegisteredReward] = {}
+# Not reward names: the stage keys of a config's reward stages, and the name TRL logs the total under.
+RESERVED_NAMES = ("start_epoch", "start_step", "total")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def register_reward(
+    name: str,
+    *,
+    columns: Sequence[str] = (),
+    factory: bool = False,
+    needs_reference: bool = False,
+    only_when_weighted: bool = False,
+) -> Callable[[Any], Any]:
+    """Decorator: register a reward under ``name``; the decorated object is returned unchanged.
+
+    The decorated object is a reward function with TRL's signature, or, with ``factory=True``, a callable
+    taking a :class:`RewardContext` and returning one (for a reward built from what the trainer holds,
+    such as the reference model: set ``needs_reference``). ``columns``: the data-set columns it reads.
+    ``only_when_weighted``: compute it only while its weight is > 0. A config then weights it by ``name``
+    in its reward stages; training logs ``rewards/<name>/mean`` and ``weight/<name>``. Raises ValueError
+    for a malformed, reserved or taken name.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in RESERVED_NAMES:
+        raise ValueError(
+            f"reward name {name!r} must be lower-case letters, digits and _ (a letter first), and not one of "
+            f"{', '.join(RESERVED_NAMES)}"
+        )
+    if name in _REGISTRY:
+        raise ValueError(f"reward {name!r} is already registered; choose another name")
+
+    def decorator(target: Any) -> Any:
+        if not callable(target):
+            raise TypeError(f"register_reward({name!r}) decorates a function, got {target!r}")
+        build = target if factory else (lambda context: target)
+        _REGISTRY[name] = RegisteredReward(
+            name, build, tuple(columns), needs_reference=needs_reference,
+            only_when_weighted=only_when_weighted,
+        )  # fmt: skip
+        return target
+
+    return decorator
+
+
+def unregister_reward(name: str) -> None:
+    """Remove the reward registered as ``name`` (tests that add a reward restore the registry with it)."""
+    if _REGISTRY.pop(name, None) is None:
+        raise ValueError(f"no reward {name!r} is registered; registered: {', '.join(registered_rewards())}")
+
+
+def registered_rewards() -> tuple[str, ...]:
+    """The names of the registered rewards, in the order they were registered."""
+    return tuple(_REGISTRY)
+
+
+def registered_reward(name: str) -> RegisteredReward:
+    """The reward registered as ``name``; :class:`ConfigError` listing the registered ones if none is."""
+    reward = _REGISTRY.get(name) if isinstance(name, str) else None
+    if reward is None:
+        raise ConfigError(
+            f"unknown reward {name!r}; registered rewards: {', '.join(registered_rewards())} (a new one is a "
+            "function decorated with @register_reward in embodied_r_training.rl.rewards)"
+        )
+    return reward
+
+
+# ----------------------------------------------------------------------------------------------------
 # Rule rewards
 
 
+@register_reward("format")
 def format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
     """1.0 per completion that is exactly ``<think>...</think><answer>...</answer>``, else 0.0."""
     return [1.0 if parse_completion(completion_text(c)).well_formed else 0.0 for c in completions]
 
 
+@register_reward("accuracy", columns=("solution",))
 def accuracy_reward(completions: Sequence[Completion], solution: Sequence[Any], **kwargs: Any) -> list[float]:
     """Per completion: multiple choice 1.0/0.0 (letter from the answer part only), numeric MRA in [0, 1]."""
     return [g.accuracy for g in grade_batch(completions, solution, **kwargs)]
@@ -303,85 +403,18 @@ class ConsistencyReward:
         return scores
 
 
-# ----------------------------------------------------------------------------------------------------
-# Weighted total with the staged schedule
-
-
-class StagedReward:
-    """The total reward ``w_f * format + w_a * accuracy + w_c * consistency`` with weights by epoch.
-
-    The weights come from ``schedule`` for TRL's ``trainer_state``: its epoch (schedule.epoch_from_state), or
-    its optimizer step for a schedule by steps.
-    The consistency reward is queried only while its weight is > 0 (the paper's epochs 1-4 need no
-    reference model); ``consistency`` may be None for schedules that never weight it. Each call logs the
-    epoch, the weights, every reward's batch mean and the total's (``logging`` at INFO), and passes them to
-    TRL's ``log_metric`` when given, under ``reward/format``, ``reward/accuracy``, ``reward/consistency``
-    and ``reward/total``, and the stage's weights under ``weight/format``, ``weight/accuracy`` and
-    ``weight/consistency``. Hand TRL only this function (reward_weights unset): the weights are inside.
-    """
-
-    __name__ = "embodied_r_reward"
-
-    def __init__(
-        self, schedule: RewardSchedule | None = None, consistency: ConsistencyReward | None = None
-    ) -> None:
-        self.schedule = schedule or RewardSchedule()
-        self.consistency = consistency
-        if consistency is None and any(s.consistency > 0 for s in self.schedule.stages):
-            raise ValueError(
-                "the reward schedule weights consistency but no ConsistencyReward was given; pass one built "
-                "from a reference backend, or set consistency: 0 in every stage"
-            )
-
-    def __call__(
-        self,
-        completions: Sequence[Completion],
-        solution: Sequence[Any],
-        trainer_state: Any = None,
-        log_metric: Callable[[str, float], None] | None = None,
-        **kwargs: Any,
-    ) -> list[float]:
-        """One total reward per completion; see the class docstring."""
-        epoch = epoch_from_state(trainer_state)
-        weights = self.schedule.weights_for_state(trainer_state)
-        fmt = format_reward(completions)
-        acc = accuracy_reward(completions, solution, **kwargs)
-        cons: list[float] | None = None
-        if weights.consistency > 0 and self.consistency is not None:
-            cons = self.consistency(completions, solution, **kwargs)
-        total = [
-            weights.format * f + weights.accuracy * a + weights.consistency * c
-            for f, a, c in zip(fmt, acc, cons or [0.0] * len(fmt), strict=True)
-        ]
-        self._log(epoch, weights, fmt, acc, cons, total, log_metric)
-        return total
-
-    @staticmethod
-    def _log(
-        epoch: int,
-        weights: RewardWeights,
-        fmt: list[float],
-        acc: list[float],
-        cons: list[float] | None,
-        total: list[float],
-        log_metric: Callable[[str, float], None] | None,
-    ) -> None:
-        means = {"format": _mean(fmt), "accuracy": _mean(acc), "total": _mean(total)}
-        if cons is not None:
-            means["consistency"] = _mean(cons)
-        logger.info(
-            "rewards epoch %d weights f/a/c %.3f/%.3f/%.3f n=%d: format %.4f accuracy %.4f consistency %s "
-            "total %.4f",
-            epoch, weights.format, weights.accuracy, weights.consistency, len(total), means["format"],
-            means["accuracy"], f"{means['consistency']:.4f}" if cons is not None else "skipped (weight 0)",
-            means["total"],
-        )  # fmt: skip
-        if log_metric is not None:
-            for name, value in means.items():
-                log_metric(f"reward/{name}", value)
-            for name in ("format", "accuracy", "consistency"):
-                log_metric(f"weight/{name}", getattr(weights, name))
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+@register_reward(
+    "consistency",
+    columns=("solution", "question", "options"),
+    factory=True,
+    needs_reference=True,
+    only_when_weighted=True,
+)
+def build_consistency_reward(context: RewardContext) -> ConsistencyReward:
+    """The registered ``consistency`` reward: :class:`ConsistencyReward` on the trainer's reference model."""
+    if context.reference is None:
+        raise ValueError(
+            "the consistency reward needs a reference model (RewardContext.reference); build one from the "
+            "config's reference section, or give consistency weight 0 in every reward stage"
+        )
+    return ConsistencyReward(context.reference, context.consistency)

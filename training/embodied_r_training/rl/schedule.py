@@ -1,9 +1,10 @@
-"""The staged reward weights of Embodied-R: which mix of format, accuracy and consistency each epoch trains.
+"""The staged reward weights of Embodied-R: which mix of the rewards, by name, each epoch trains.
 
 The paper trains format first, then accuracy, then adds logical consistency: format:accuracy:consistency
 is 7:3:0 in epochs 1-2, 3:7:0 in epochs 3-4 and 1:7:2 from epoch 5 on. The public reference code only
 implemented the last stage; here the whole schedule is data (:class:`RewardSchedule`), the paper's as
-the default.
+the default. A stage weights rewards by their registered names (:func:`.rewards.register_reward`), so a
+new reward is one more name in a stage; a name a stage leaves out weighs 0 there.
 
 Epochs are 1-based. TRL hands reward functions ``trainer_state``, whose ``epoch`` is a float: 0.0 before
 the first optimizer step and ``e + (step + 1) / steps_in_epoch`` after a step of the 0-based epoch ``e``
@@ -20,33 +21,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from embodied_r_ros.config import ConfigError
 
+from .rewards import RegisteredReward, registered_reward, registered_rewards
+
 # A float epoch a hair below an integer (accumulated rounding) still counts as that integer's epoch.
 _EPOCH_SLACK = 1e-9
-
-
-@dataclass(frozen=True)
-class RewardWeights:
-    """The weights of the three rewards in the total; they sum to 1 (RewardSchedule.weights_for_epoch)."""
-
-    format: float
-    accuracy: float
-    consistency: float
+# The keys of a stage in a config besides the reward names.
+STAGE_KEYS = ("start_epoch", "start_step")
 
 
 @dataclass(frozen=True)
 class Stage:
     """From ``start_epoch`` (1-based), or from optimizer step ``start_step`` (0-based) when given, until
-    the next stage: the format:accuracy:consistency ratio."""
+    the next stage: the ratio of the rewards' weights, by registered reward name (absent names weigh 0)."""
 
     start_epoch: int = 1
-    format: float = 0.0
-    accuracy: float = 0.0
-    consistency: float = 0.0
+    weights: Mapping[str, float] = field(default_factory=dict)
     start_step: int | None = None
 
     def __post_init__(self) -> None:
@@ -60,22 +54,27 @@ class Stage:
             or self.start_epoch < 1
         ):
             raise ConfigError(f"reward stage start_epoch must be an integer >= 1, got {self.start_epoch!r}")
-        ratios = (self.format, self.accuracy, self.consistency)
-        if not all(isinstance(r, (int, float)) and math.isfinite(r) and r >= 0 for r in ratios):
-            raise ConfigError(
-                f"reward stage from epoch {self.start_epoch}: format, accuracy and consistency must be "
-                f"finite numbers >= 0, got {ratios}"
-            )
-        if sum(ratios) <= 0:
-            raise ConfigError(
-                f"reward stage from epoch {self.start_epoch}: the weights are all 0; give one > 0"
-            )
+        start = f"step {self.start_step}" if self.start_step is not None else f"epoch {self.start_epoch}"
+        where = f"reward stage from {start}"
+        if not isinstance(self.weights, Mapping):
+            raise ConfigError(f"{where}: weights must map reward names to ratios, got {self.weights!r}")
+        for name in self.weights:
+            try:
+                registered_reward(name)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+        ratios = dict(self.weights)
+        if not all(isinstance(r, (int, float)) and math.isfinite(r) and r >= 0 for r in ratios.values()):
+            raise ConfigError(f"{where}: reward weights must be finite numbers >= 0, got {ratios}")
+        if sum(ratios.values()) <= 0:
+            raise ConfigError(f"{where}: the weights are all 0; give one > 0")
+        object.__setattr__(self, "weights", ratios)  # a copy: the caller's mapping can change later
 
 
 PAPER_STAGES: tuple[Stage, ...] = (
-    Stage(start_epoch=1, format=7, accuracy=3, consistency=0),
-    Stage(start_epoch=3, format=3, accuracy=7, consistency=0),
-    Stage(start_epoch=5, format=1, accuracy=7, consistency=2),
+    Stage(start_epoch=1, weights={"format": 7, "accuracy": 3, "consistency": 0}),
+    Stage(start_epoch=3, weights={"format": 3, "accuracy": 7, "consistency": 0}),
+    Stage(start_epoch=5, weights={"format": 1, "accuracy": 7, "consistency": 2}),
 )
 
 
@@ -83,7 +82,8 @@ PAPER_STAGES: tuple[Stage, ...] = (
 class RewardSchedule:
     """Reward ratios by epoch: ``stages`` sorted by ``start_epoch``, the first starting at epoch 1.
 
-    Ratios are given as in the paper (7:3:0) and normalised to sum 1, so the total reward stays in [0, 1].
+    Ratios are given as in the paper (7:3:0) and normalised to sum 1, so the total reward stays in [0, 1]
+    when every reward does.
     """
 
     stages: tuple[Stage, ...] = PAPER_STAGES
@@ -105,26 +105,49 @@ class RewardSchedule:
         if any(b <= a for a, b in zip(starts, starts[1:], strict=False)):
             raise ConfigError(f"reward schedule: stage start epochs must increase strictly, got {starts}")
 
-    def weights_for_epoch(self, epoch: int) -> RewardWeights:
-        """The normalised weights of 1-based ``epoch`` (the last stage holds for every later epoch)."""
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every reward some stage names (also at weight 0), in the order the rewards were registered."""
+        named = {name for stage in self.stages for name in stage.weights}
+        order = {name: i for i, name in enumerate(registered_rewards())}
+        return tuple(sorted(named, key=lambda name: (order.get(name, len(order)), name)))
+
+    @property
+    def weighted_names(self) -> tuple[str, ...]:
+        """The rewards weighted > 0 in some stage (those that enter the total at some step)."""
+        return tuple(n for n in self.names if any(s.weights.get(n, 0) > 0 for s in self.stages))
+
+    def rewards(self) -> tuple[RegisteredReward, ...]:
+        """The registered rewards this schedule computes at some step: every reward a stage names, except
+        a costly one (``only_when_weighted``) that no stage weights."""
+        computed = []
+        for name in self.names:
+            reward = registered_reward(name)
+            if name in self.weighted_names or not reward.only_when_weighted:
+                computed.append(reward)
+        return tuple(computed)
+
+    def weights_for_epoch(self, epoch: int) -> dict[str, float]:
+        """The normalised weights of 1-based ``epoch`` by reward name, one for each of :attr:`names` (the
+        last stage holds for every later epoch)."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise ValueError(f"epoch must be an integer >= 1 (1-based), got {epoch!r}")
         if self.by_step:
             raise ValueError("this schedule stages by optimizer step; use weights_for_step")
-        return _normalised([s for s in self.stages if s.start_epoch <= epoch][-1])
+        return self._normalised([s for s in self.stages if s.start_epoch <= epoch][-1])
 
     @property
     def by_step(self) -> bool:
         """Whether the stages start at optimizer steps (else at epochs)."""
         return self.stages[0].start_step is not None
 
-    def weights_for_step(self, step: int) -> RewardWeights:
+    def weights_for_step(self, step: int) -> dict[str, float]:
         """The normalised weights at 0-based optimizer ``step`` of a schedule by steps."""
         if not self.by_step:
             raise ValueError("this schedule stages by epoch; use weights_for_epoch")
-        return _normalised([s for s in self.stages if s.start_step <= step][-1])
+        return self._normalised([s for s in self.stages if s.start_step <= step][-1])
 
-    def weights_for_state(self, trainer_state: Any) -> RewardWeights:
+    def weights_for_state(self, trainer_state: Any) -> dict[str, float]:
         """The weights for the step TRL's ``trainer_state`` describes: its ``global_step`` (optimizer steps
         done) for a schedule by steps, else its epoch (see :func:`epoch_from_state`)."""
         if self.by_step:
@@ -132,32 +155,36 @@ class RewardSchedule:
             return self.weights_for_step(int(getattr(trainer_state, "global_step", 0) or 0))
         return self.weights_for_epoch(epoch_from_state(trainer_state))
 
+    def _normalised(self, stage: Stage) -> dict[str, float]:
+        # Summed in registration order: format + accuracy + consistency, as the weights always were.
+        names = self.names
+        total = sum(stage.weights.get(name, 0) for name in names)
+        return {name: stage.weights.get(name, 0) / total for name in names}
+
     @classmethod
     def from_list(cls, stages: Sequence[Mapping[str, Any]]) -> RewardSchedule:
-        """A schedule from YAML-style data: ``[{start_epoch: 1, format: 7, accuracy: 3}, ...]``.
+        """A schedule from YAML-style data: ``[{start_epoch: 1, format: 7, accuracy: 3}, ...]``: each stage
+        has ``start_epoch`` (or ``start_step``) and the weights of rewards by registered name.
 
-        Unknown keys raise :class:`ConfigError` listing the known ones.
+        Unknown keys raise :class:`ConfigError` listing the registered rewards.
         """
         if isinstance(stages, (str, bytes)) or not isinstance(stages, Sequence):
             raise ConfigError(f"reward schedule must be a list of stages, got {stages!r}")
-        known = {f.name for f in fields(Stage)}
         built = []
         for i, stage in enumerate(stages):
             if not isinstance(stage, Mapping):
                 raise ConfigError(f"reward schedule stage {i} must be a mapping, got {stage!r}")
-            unknown = sorted(set(stage) - known)
-            if unknown or not {"start_epoch", "start_step"} & set(stage):
+            known = set(registered_rewards())
+            unknown = sorted((k for k in stage if k not in STAGE_KEYS and k not in known), key=str)
+            if unknown or not set(STAGE_KEYS) & set(stage):
                 problem = f"unknown key(s) {unknown}" if unknown else "no start_epoch (or start_step)"
                 raise ConfigError(
-                    f"reward schedule stage {i} has {problem}; known keys: {', '.join(sorted(known))}"
+                    f"reward schedule stage {i} has {problem}; a stage takes {' or '.join(STAGE_KEYS)} and "
+                    f"weights by reward name; registered rewards: {', '.join(registered_rewards())}"
                 )
-            built.append(Stage(**stage))
+            weights = {k: v for k, v in stage.items() if k not in STAGE_KEYS}
+            built.append(Stage(weights=weights, **{k: v for k, v in stage.items() if k in STAGE_KEYS}))
         return cls(tuple(built))
-
-
-def _normalised(stage: Stage) -> RewardWeights:
-    total = stage.format + stage.accuracy + stage.consistency
-    return RewardWeights(stage.format / total, stage.accuracy / total, stage.consistency / total)
 
 
 def epoch_from_state(trainer_state: Any) -> int:

@@ -2,7 +2,8 @@
 
 Data flow: the data set of ``embodied-r prepare`` (chat prompts exactly as the node builds them, plus
 ``solution``/``question``/``options``) -> TRL's ``GRPOTrainer`` with one reward function,
-:class:`~.rewards.StagedReward` (format, accuracy and consistency weighted by epoch) -> checkpoints with
+:class:`~.staged_reward.StagedReward` (the rewards the config names, by default format, accuracy and
+consistency, weighted by stage) -> checkpoints with
 optimizer state in ``output_dir/checkpoint-N`` -> the final model in ``output_dir/final`` (a LoRA adapter,
 or the full weights) plus ``node_params.yaml``, the ROS parameters that make the node load it.
 
@@ -47,13 +48,15 @@ class TrainResult:
     log_history: list[dict[str, Any]]
 
     @property
-    def node_params(self) -> dict[str, str]:
-        """The node's LM parameters that load the result (``lm.model``, ``lm.adapter``)."""
+    def node_params(self) -> dict[str, Any]:
+        """The node's LM parameters that load the result (``lm.model``, ``lm.transformers.adapter``), nested
+        as in a parameters file."""
+        model, adapter = str(self.final_dir), ""
         if self.merged_dir is not None:
-            return {"model": str(self.merged_dir), "adapter": ""}
-        if (self.final_dir / "adapter_config.json").is_file():
-            return {"model": str(self.base_model), "adapter": str(self.final_dir)}
-        return {"model": str(self.final_dir), "adapter": ""}
+            model = str(self.merged_dir)
+        elif (self.final_dir / "adapter_config.json").is_file():
+            model, adapter = str(self.base_model), str(self.final_dir)
+        return {"model": model, "transformers": {"adapter": adapter}}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -86,7 +89,7 @@ def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
             f"{config.source}: data.path {str(root)!r} is not a directory; build a data set with "
             "`embodied-r prepare QUESTIONS --out DIR` (or `embodied-r synth` first) and set data.path to DIR"
         )
-    needed_by = "training (every stage weights consistency 0 if question/options are what is missing)"
+    needed_by = f"training with the rewards {', '.join(r.name for r in config.schedule.rewards())}"
     dataset = read_split(root, split, required_columns(config), needed_by)
     if config.data.limit and split == config.data.train_split:
         dataset = dataset.select(range(min(config.data.limit, len(dataset))))
@@ -226,8 +229,8 @@ class PolicyReference:
 
 
 def build_reference(config: TrainConfig) -> Any:
-    """The consistency reward's reference backend, or None when no stage weights consistency."""
-    if not config.weights_consistency:
+    """The consistency reward's reference backend, or None when no stage weights a reward that needs it."""
+    if not config.needs_reference:
         return None
     section = config.reference
     if section.backend == "policy":
@@ -282,7 +285,8 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
 
     from .curriculum import prompts_per_step, with_curriculum
     from .option_rotation import with_rotated_options
-    from .rewards import ConsistencyConfig, ConsistencyReward, StagedReward
+    from .rewards import ConsistencyConfig, RewardContext
+    from .staged_reward import StagedReward
 
     args = grpo_arguments(config)
     start = start or resolve_policy(config.model)
@@ -300,13 +304,10 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     eval_dataset = load_split(config, config.data.eval_split, tokenizer) if config.data.eval_split else None
     model = load_model(config, start)
     reference = build_reference(config)
-    consistency = None
-    if reference is not None:
-        section = config.reference
-        consistency = ConsistencyReward(
-            reference,
-            ConsistencyConfig(section.temperature, section.max_new_tokens, section.numeric_correct_mra),
-        )
+    section = config.reference
+    context = RewardContext(
+        reference, ConsistencyConfig(section.temperature, section.max_new_tokens, section.numeric_correct_mra)
+    )
     peft_config = None
     if config.lora.enabled:
         peft_config = LoraConfig(
@@ -315,7 +316,7 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
         )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[StagedReward(config.schedule, consistency)],
+        reward_funcs=[StagedReward(config.schedule, context)],
         args=args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,

@@ -10,8 +10,9 @@ A config file (``training/configs/*.yaml``) has these top-level keys; anything e
   before GRPO (off, as in the paper).
 * ``lora``: :class:`LoraSection` (PEFT); off = full fine-tuning as in the paper.
 * ``reference``: :class:`ReferenceSection`, the frozen model of the consistency reward.
-* ``rewards``: the staged format:accuracy:consistency weights (:meth:`RewardSchedule.from_list`); the
-  paper's schedule when absent.
+* ``rewards``: the reward stages, each with ``start_epoch`` (or ``start_step``) and weights by registered
+  reward name, e.g. ``{start_epoch: 1, format: 7, accuracy: 3}`` (:meth:`RewardSchedule.from_list`); the
+  paper's format:accuracy:consistency schedule when absent.
 * ``curriculum``: optional stages of tasks by step, easy tasks first (:class:`~.curriculum.Curriculum`);
   absent = TRL's shuffled order, as in the paper.
 * ``grpo``: keyword arguments of TRL's ``GRPOConfig`` (learning_rate, beta, num_generations, ...).
@@ -34,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.config import ConfigError, ModelConfig, from_dict
+from embodied_r_ros.config import ConfigError, ModelConfig, OpenAIOptions, TransformersOptions, from_dict
 
 from .curriculum import Curriculum
-from .schedule import PAPER_STAGES, RewardSchedule
+from .rewards import registered_reward
+from .schedule import RewardSchedule
 from .warm_start import WarmStartSection
 
 REFERENCE_BACKENDS = ("policy", "transformers", "openai")
@@ -119,9 +121,13 @@ class ReferenceSection:
         """The :class:`ModelConfig` of a separately loaded reference (backend transformers/openai)."""
         backend = "openai" if self.backend == "openai" else "transformers"
         return ModelConfig(
-            model=self.model, backend=backend, base_url=self.base_url, device=device,
-            max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-        )  # fmt: skip
+            model=self.model,
+            backend=backend,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            transformers=TransformersOptions(device=device),
+            openai=OpenAIOptions(base_url=self.base_url),
+        )
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ class TrainConfig:
     warm_start: WarmStartSection = field(default_factory=WarmStartSection)
     lora: LoraSection = field(default_factory=LoraSection)
     reference: ReferenceSection = field(default_factory=ReferenceSection)
-    schedule: RewardSchedule = field(default_factory=lambda: RewardSchedule(PAPER_STAGES))
+    schedule: RewardSchedule = field(default_factory=RewardSchedule)  # the paper's stages
     grpo: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     method: str = "grpo"  # "grpo", or "sft": supervised steps on the answers only (see the module docstring)
@@ -142,9 +148,9 @@ class TrainConfig:
     source: str = ""  # the file(s) it was read from, for messages
 
     @property
-    def weights_consistency(self) -> bool:
-        """Whether any stage gives the consistency reward a weight (then a reference model is needed)."""
-        return any(stage.consistency > 0 for stage in self.schedule.stages)
+    def needs_reference(self) -> bool:
+        """Whether a stage weights a reward that needs the reference model (the consistency reward)."""
+        return any(registered_reward(n).needs_reference for n in self.schedule.weighted_names)
 
 
 def _yaml_load(text: str) -> Any:
@@ -236,7 +242,7 @@ def build_train_config(data: Mapping[str, Any], source: str = "") -> TrainConfig
             )
         }
         stages = data.get("rewards")
-        schedule = RewardSchedule(PAPER_STAGES) if stages is None else RewardSchedule.from_list(stages)
+        schedule = RewardSchedule() if stages is None else RewardSchedule.from_list(stages)
         curriculum = None if data.get("curriculum") is None else Curriculum.from_list(data["curriculum"])
     except ConfigError as exc:
         raise ConfigError(f"{source or 'training config'}: {exc}") from exc
@@ -318,7 +324,7 @@ def check_reference(config: TrainConfig) -> None:
     itself would judge its own reasoning as it drifts; fail before anything loads.
     """
     beta = float(config.grpo.get("beta", 0.0))
-    if config.weights_consistency and config.reference.backend == "policy" and not config.lora.enabled:
+    if config.needs_reference and config.reference.backend == "policy" and not config.lora.enabled:
         if beta <= 0:
             raise ConfigError(
                 f"{config.source}: reference.backend policy with full fine-tuning needs grpo.beta > 0 (TRL "
@@ -368,8 +374,11 @@ def check_batch_shape(config: TrainConfig, processes: int | None = None) -> int:
 
 
 def required_columns(config: TrainConfig) -> tuple[str, ...]:
-    """The data-set columns training reads (the consistency reward adds question and options)."""
-    from ..data.schema import CONSISTENCY, TRAINING
+    """The data-set columns training reads: the prompt and solution, the columns of every reward the
+    schedule computes (the consistency reward adds question and options), and task for a curriculum."""
+    from ..data.schema import TRAINING
 
-    columns = (*TRAINING, *CONSISTENCY) if config.weights_consistency else TRAINING
-    return (*columns, "task") if config.curriculum is not None else columns
+    columns = [*TRAINING, *(c for reward in config.schedule.rewards() for c in reward.columns)]
+    if config.curriculum is not None:
+        columns.append("task")
+    return tuple(dict.fromkeys(columns))

@@ -22,7 +22,7 @@ def build_synthetic_dataset(
     ``vlm`` is the describing VLM's directory (the tiny one in tests). Raises RuntimeError when a question
     fails to become a record, ConfigError for unusable settings (scene directories in the way).
     """
-    from embodied_r_ros.config import ModelConfig
+    from embodied_r_ros.config import model_config
 
     from ..data.prepare import PrepareConfig, run_prepare, summary_table, write_dataset
     from .generate import SynthConfig, parse_size, synthesize
@@ -38,7 +38,7 @@ def build_synthetic_dataset(
         questions=[synth.out / "questions.jsonl"],
         out=data,
         cache=out / "cache",
-        vlm=ModelConfig(model=str(vlm), device="cpu", max_new_tokens=8),
+        vlm=model_config(str(vlm), device="cpu", max_new_tokens=8),
         batch_size=32,
         progress=False,
     )

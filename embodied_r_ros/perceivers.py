@@ -1,0 +1,99 @@
+"""Perceivers by name: what ``perception.perceiver`` may say, and how each one is made.
+
+A perceiver (:class:`~embodied_r_ros.perception.KeyFramePerceiver`) writes the descriptions of key frames.
+The core brings one, ``vlm``: the VLM of the ``vlm`` section (:class:`~embodied_r_ros.perception.Perceiver`).
+Other packages add theirs to a :class:`PerceiverRegistry` (the training package registers ``ground_truth``,
+a measuring instrument for simulator bags); the application (``embodied-r``, the node's executable) builds
+the registry and hands it to :meth:`EmbodiedR.from_config <embodied_r_ros.pipeline.EmbodiedR.from_config>`,
+so the core never imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .backends import load_role
+from .config import VLM_PERCEIVER, ConfigError, PipelineConfig
+from .perception import KeyFramePerceiver, Perceiver
+
+# Makes a perceiver from the pipeline's configuration (its perception and vlm sections); a perceiver that
+# cannot be made raises BackendError (or ConfigError) naming the setting and the fix.
+PerceiverFactory = Callable[[PipelineConfig], KeyFramePerceiver]
+# The perception source in words, for logs and diagnostics: "VLM 'Qwen/...' (transformers)".
+Describer = Callable[[PipelineConfig], str]
+
+
+@dataclass(frozen=True)
+class RegisteredPerceiver:
+    """One name of the registry: how to make the perceiver and how to say what it is."""
+
+    name: str
+    factory: PerceiverFactory
+    describes: Describer
+
+
+class PerceiverRegistry:
+    """The perceivers a pipeline may be configured with, by name (``perception.perceiver``)."""
+
+    def __init__(self) -> None:
+        self._registered: dict[str, RegisteredPerceiver] = {}
+        self._unavailable: dict[str, str] = {}
+
+    def register(self, name: str, factory: PerceiverFactory, *, describes: Describer) -> None:
+        """Add perceiver ``name``; ``describes(config)`` says what it perceives with, in words that never
+        call an instrument a VLM. A name registered twice is a programming error (ValueError)."""
+        if name in self._registered:
+            raise ValueError(f"perceiver {name!r} is registered already")
+        self._registered[name] = RegisteredPerceiver(name, factory, describes)
+        self._unavailable.pop(name, None)
+
+    def unavailable(self, name: str, reason: str) -> None:
+        """Record that perceiver ``name`` exists but cannot be made here (its package is not installed):
+        asking for it raises a ConfigError with ``reason``, which says how to install it."""
+        if name not in self._registered:
+            self._unavailable[name] = reason
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, in registration order."""
+        return tuple(self._registered)
+
+    def describe(self, config: PipelineConfig) -> str:
+        """What ``config``'s perceiver perceives with, in words (before it is made)."""
+        return self._entry(config.perception.perceiver).describes(config)
+
+    def create(self, config: PipelineConfig) -> KeyFramePerceiver:
+        """The perceiver ``config.perception.perceiver`` names, made from ``config``.
+
+        Raises ConfigError for a name that is not registered (listing the registered ones), and whatever
+        the perceiver's factory raises (BackendError naming the setting) when it cannot be made.
+        """
+        return self._entry(config.perception.perceiver).factory(config)
+
+    def _entry(self, name: str) -> RegisteredPerceiver:
+        entry = self._registered.get(name)
+        if entry is not None:
+            return entry
+        if name in self._unavailable:
+            raise ConfigError(f"perception.perceiver {name} is not available here: {self._unavailable[name]}")
+        raise ConfigError(
+            f"perception.perceiver {name!r} is not a registered perceiver; registered: "
+            f"{', '.join(self._registered) or 'none'}"
+        )
+
+
+def vlm_perceiver(config: PipelineConfig) -> Perceiver:
+    """The core's perceiver: the VLM of ``config.vlm``, loaded (BackendError naming the setting if not)."""
+    return Perceiver(load_role("VLM", "vlm", config.vlm, vision=True))
+
+
+def describe_vlm(config: PipelineConfig) -> str:
+    """The VLM perceiver in words: "VLM 'Qwen/Qwen2.5-VL-7B-Instruct' (transformers)"."""
+    return f"VLM {config.vlm.model!r} ({config.vlm.backend})"
+
+
+def core_perceivers() -> PerceiverRegistry:
+    """A registry holding the core's perceiver only: ``vlm``."""
+    registry = PerceiverRegistry()
+    registry.register(VLM_PERCEIVER, vlm_perceiver, describes=describe_vlm)
+    return registry
