@@ -8,14 +8,19 @@ range or choices, whether it may change while the node runs, and the launch argu
 flag that sets it, if any). :func:`parameter_specs` reads that table; the node's parameter declarations
 (``ros/params.py``), ``config/embodied_r.yaml``, the launch file's arguments and ``embodied-r run``'s flags
 are all derived from it (:func:`shortcuts`), so a parameter is written down in this file only.
+
+The other commands' configs (synth, prepare, eval, import-video, in training) declare their flags the same
+way, ``param(..., flag=...)`` on their fields or in a :func:`section`'s overrides; :func:`leaf_fields` reads
+any config class, and ``embodied_r_ros/cli/flags.py`` turns that table into a command's flags and back.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple, TypeVar
+from typing import Any, Callable, Iterator, Literal, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -40,8 +45,13 @@ _PARAM = "embodied_r_param"  # metadata key of a leaf field: its ParamSpec
 _OVERRIDES = "embodied_r_overrides"  # metadata key of a section field: {field: ParamSpec changes}
 
 
+# The default of a field that has none: the caller must give it (a command's required flag).
+REQUIRED: Any = dataclasses.MISSING
+
+
 class Alias(NamedTuple):
-    """A short name that sets a parameter: a launch argument (``camera_topic``) or a run flag (``--vlm``)."""
+    """A short name that sets a parameter: a launch argument (``camera_topic``) or a command's flag
+    (``--vlm``)."""
 
     name: str
     help: str
@@ -57,7 +67,9 @@ class ParamSpec:
     choices: tuple[str, ...] = ()
     dynamic: bool = False  # may change while the node runs (ros2 param set); the others are read at start
     launch: Alias | None = None  # argument of launch/embodied_r.launch.py
-    flag: Alias | None = None  # flag of `embodied-r run`
+    # Flag of the command that fills this config (`embodied-r run` for the node's); a bare name takes the
+    # description as its help.
+    flag: Alias | str | None = None
     # Values it took once and what to set instead ({"ground_truth": "perception.perceiver: ..."}), so that
     # an old config fails with the fix instead of a bare list of choices.
     retired: tuple[tuple[str, str], ...] = ()
@@ -80,11 +92,16 @@ def param(
     choices: tuple[str, ...] = (),
     dynamic: bool = False,
     launch: Alias | None = None,
-    flag: Alias | None = None,
+    flag: Alias | str | None = None,
     retired: dict[str, str] | None = None,
 ) -> Any:
     """A config field with its default and what the node declares for it (``bounds``: inclusive range;
-    ``retired``: values it no longer accepts, each with what to set instead)."""
+    ``retired``: values it no longer accepts, each with what to set instead).
+
+    ``default`` :data:`REQUIRED` makes a field without default. ``flag`` names the field's flag in the
+    command that builds this config (:mod:`embodied_r_ros.cli.flags`); a bare name has the description
+    as its help.
+    """
     lo, hi = bounds if bounds is not None else (None, None)
     spec = ParamSpec(
         description, lo, hi, tuple(choices), dynamic, launch, flag, tuple((retired or {}).items())
@@ -96,7 +113,9 @@ def section(factory: Callable[[], Any], **overrides: dict[str, Any]) -> Any:
     """A nested config field; ``overrides`` change what some of its fields say as parameters of this section.
 
     ``vlm`` and ``lm`` share :class:`ModelConfig` but describe their model differently, e.g.
-    ``section(_default_lm, model={"description": ...})``.
+    ``section(_default_lm, model={"description": ...})``. A field declared without :func:`param` gets its
+    ParamSpec here (``{"description": ..., "flag": ...}``). The overrides of a nested section are one level
+    deeper: ``section(ModelConfig, openai={"base_url": {"flag": "--base-url"}})``.
     """
     return field(default_factory=factory, metadata={_OVERRIDES: overrides})
 
@@ -597,16 +616,90 @@ class NodeConfig:
 # Reading the table.
 
 
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(config: Any) -> dict[str, Any]:
     """A config dataclass as {dotted field path: value}, in field order."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            values.update(flatten(value, f"{prefix}{f.name}."))
-        else:
-            values[f"{prefix}{f.name}"] = value
-    return values
+    return {leaf.name: leaf.default for leaf in leaf_fields(config)}
+
+
+class Leaf(NamedTuple):
+    """A leaf field of a config dataclass: dotted name, default (:data:`REQUIRED` when it has none), the
+    type of its values and what :func:`param` (or its section's overrides) says about it, None if nothing."""
+
+    name: str
+    default: Any
+    kind: type
+    spec: ParamSpec | None
+
+
+def leaf_fields(config: Any) -> list[Leaf]:
+    """Every leaf field of a config dataclass (class or instance), nested sections walked, in field order.
+
+    A class's defaults are its fields' defaults (a section's: what its factory builds), an instance's its
+    values. A section's overrides (:func:`section`) replace what its fields say; overriding a field the
+    section does not have is a programming error.
+    """
+    return list(_leaves(config, "", {}))
+
+
+def _leaves(config: Any, prefix: str, overrides: dict[str, dict[str, Any]]) -> Iterator[Leaf]:
+    fields = dataclasses.fields(config)
+    unknown = sorted(set(overrides) - {f.name for f in fields})
+    if unknown:
+        section_name = prefix.rstrip(".")
+        raise TypeError(f"section {section_name} overrides {', '.join(unknown)}, which it does not have")
+    cls = config if isinstance(config, type) else type(config)
+    hints: dict[str, Any] | None = None
+    for f in fields:
+        value = field_default(f) if isinstance(config, type) else getattr(config, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            # The section's own overrides, then those of the section holding it (a model's backend
+            # options: section(ModelConfig, openai={"base_url": {"flag": ...}})).
+            inner: dict[str, dict[str, Any]] = dict(f.metadata.get(_OVERRIDES, {}))
+            for name, change in overrides.get(f.name, {}).items():
+                inner[name] = {**inner.get(name, {}), **change}
+            yield from _leaves(value, f"{prefix}{f.name}.", inner)
+            continue
+        spec: ParamSpec | None = f.metadata.get(_PARAM)
+        change = overrides.get(f.name)
+        if change is not None:
+            spec = ParamSpec(**change) if spec is None else dataclasses.replace(spec, **change)
+        if spec is not None and isinstance(spec.flag, str):
+            spec = dataclasses.replace(spec, flag=Alias(spec.flag, spec.description))
+        kind = type(value)
+        if value is None or value is REQUIRED or isinstance(value, Path):
+            hints = _type_hints(cls) if hints is None else hints
+            kind = hints.get(f.name, kind)
+        yield Leaf(prefix + f.name, value, kind, spec)
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """The default of a dataclass field: its value, what its factory builds, or :data:`REQUIRED`."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return REQUIRED
+
+
+def _type_hints(cls: type) -> dict[str, type]:
+    """{field: the class of its values} from the annotations (``Path | None`` -> Path), where resolvable."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        return {}
+    kinds = {}
+    for name, hint in hints.items():
+        options = [a for a in typing.get_args(hint) if a is not type(None)] if _is_union(hint) else [hint]
+        kind = (typing.get_origin(options[0]) or options[0]) if len(options) == 1 else None
+        if isinstance(kind, type):
+            kinds[name] = kind
+    return kinds
+
+
+def _is_union(hint: Any) -> bool:
+    import types
+
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
 
 
 def parameter_specs(config: Any = None) -> dict[str, ParamSpec]:
@@ -615,53 +708,50 @@ def parameter_specs(config: Any = None) -> dict[str, ParamSpec]:
     A section's overrides (:func:`section`) replace what its fields say; a field declared without
     :func:`param` is a programming error (every node parameter must be described).
     """
-    return _specs(NodeConfig() if config is None else config, "", {})
-
-
-def _specs(config: Any, prefix: str, overrides: dict[str, dict[str, Any]]) -> dict[str, ParamSpec]:
     specs: dict[str, ParamSpec] = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            specs.update(_specs(value, f"{prefix}{f.name}.", f.metadata.get(_OVERRIDES, {})))
-            continue
-        spec = f.metadata.get(_PARAM)
-        if spec is None:
-            raise TypeError(f"config field {prefix}{f.name} is not declared with param(...)")
-        specs[prefix + f.name] = dataclasses.replace(spec, **overrides.get(f.name, {}))
+    for leaf in leaf_fields(NodeConfig() if config is None else config):
+        if leaf.spec is None:
+            raise TypeError(f"config field {leaf.name} is not declared with param(...)")
+        specs[leaf.name] = leaf.spec
     return specs
 
 
 @dataclass(frozen=True)
 class Shortcut:
-    """A launch argument or ``embodied-r run`` flag, with the parameters it sets (vlm's and lm's device)."""
+    """A launch argument or a command's flag, with the parameters (fields) it sets: vlm's and lm's device."""
 
     name: str
     help: str
     parameters: tuple[str, ...]
-    kind: type  # the type of the parameters' values: bool, int, float or str
+    kind: type  # the type of the parameters' values: bool, int, float, str, Path, ...
     choices: tuple[str, ...] = ()  # values all its parameters accept; () = any
+    default: Any = None  # the parameters' default when they share one (REQUIRED: none), else None
 
 
-def shortcuts(kind: Literal["launch", "flag"]) -> dict[str, Shortcut]:
-    """The node's launch arguments (``"launch"``) or ``embodied-r run`` flags (``"flag"``), in table order.
+def shortcuts(kind: Literal["launch", "flag"], config: Any = None) -> dict[str, Shortcut]:
+    """The launch arguments (``"launch"``) or flags (``"flag"``) declared on the fields of ``config`` (a
+    config dataclass or instance; default: the node's, whose flags are ``embodied-r run``'s), in table order.
 
-    The parameters that give the same alias (the fields vlm and lm share) are set together by it.
+    The fields that give the same alias (the fields vlm and lm share) are set together by it.
     """
-    defaults = flatten(NodeConfig())
     found: dict[str, Shortcut] = {}
-    for name, spec in parameter_specs().items():
-        alias: Alias | None = getattr(spec, kind)
+    for leaf in leaf_fields(NodeConfig() if config is None else config):
+        alias: Alias | None = getattr(leaf.spec, kind) if leaf.spec is not None else None
         if alias is None:
             continue
-        value_type = type(defaults[name])
+        name, spec = leaf.name, leaf.spec
         known = found.get(alias.name)
         if known is None:
-            found[alias.name] = Shortcut(alias.name, alias.help, (name,), value_type, spec.choices)
+            found[alias.name] = Shortcut(
+                alias.name, alias.help, (name,), leaf.kind, spec.choices, leaf.default
+            )
             continue
-        if (known.help, known.kind) != (alias.help, value_type):
+        if (known.help, known.kind) != (alias.help, leaf.kind):
             raise TypeError(f"{kind} {alias.name} sets {known.parameters[0]} and {name}, which differ")
         # Only values that every parameter it sets accepts.
         choices = tuple(c for c in known.choices if c in spec.choices) if spec.choices else known.choices
-        found[alias.name] = dataclasses.replace(known, parameters=(*known.parameters, name), choices=choices)
+        default = known.default if known.default == leaf.default else None
+        found[alias.name] = dataclasses.replace(
+            known, parameters=(*known.parameters, name), choices=choices, default=default
+        )
     return found

@@ -61,10 +61,19 @@ def test_the_core_imports_no_ros_no_command_line_and_no_training():
     assert _violations(files, forbidden) == []
 
 
-def test_training_never_imports_the_node():
+def test_training_never_imports_the_node_or_the_command_line():
     files = _files(TRAINING)
     assert len(files) > 20
-    assert _violations(files, ("rclpy", "embodied_r_ros.ros")) == []
+    assert _violations(files, ("rclpy", "embodied_r_ros.ros", "embodied_r_ros.cli")) == []
+
+
+def test_only_the_command_line_parses_arguments():
+    # Library modules take config objects; flags become configs in cli/ (bench/ and training/experiments/
+    # hold programs, which parse their own).
+    files = _files(CORE, "cli") + _files(TRAINING)
+    assert len(files) > 60
+    assert _violations(files, ("argparse",)) == []
+    assert _violations(_files(CORE / "cli"), ("argparse",)) != []  # the check sees argparse where it is
 
 
 def test_the_ros_layer_needs_nothing_from_training_or_the_command_line():

@@ -50,10 +50,11 @@ SMOKE_BANNER = (
 
 
 def _size(text: str) -> tuple[int, int]:
-    """``--size WxH``, read by ``embodied-r synth``'s own parser (imported when the flag is given)."""
-    from embodied_r_training.synth.generate import parse_size
+    """``--size WxH``, read by ``embodied-r synth``'s own parser (imported when the flag is given, so that
+    ``embodied-r demo --core`` runs without the training package)."""
+    from .synth import size_type
 
-    return parse_size(text)
+    return size_type(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

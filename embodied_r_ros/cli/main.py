@@ -1,10 +1,11 @@
 """The ``embodied-r`` command: one entry point, one subcommand per job.
 
-:data:`COMMANDS` maps each subcommand to the module that implements it; the module's
-``register(subparsers)`` adds its parser with ``set_defaults(func=...)``. Only the named command's module is
-imported, so ``embodied-r run`` (the node) works where only the node's dependencies are installed: the
-training commands need the ``training`` extras (TRL, datasets, rosbags). ``embodied-r --help`` imports them
-all and lists the ones that cannot be imported as unavailable, naming what is missing.
+:data:`COMMANDS` maps each subcommand to its module in this package (the command layer: argparse lives
+here, the library modules it calls take config objects); the module's ``register(subparsers)`` adds its
+parser with ``set_defaults(func=...)``. Only the named command's module is imported, so ``embodied-r run``
+(the node) works where only the node's dependencies are installed: the training commands' modules import
+``embodied_r_training`` and need the ``training`` extras (TRL, datasets, rosbags). ``embodied-r --help``
+imports them all and lists the ones that cannot be imported as unavailable, naming what is missing.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ COMMANDS: dict[str, str] = {
     "run": "embodied_r_ros.cli.run",
     "ask": "embodied_r_ros.cli.ask",
     "play": "embodied_r_ros.cli.play",
-    "synth": "embodied_r_training.synth.generate",
-    "import-video": "embodied_r_training.data.import_video",
-    "prepare": "embodied_r_training.data.prepare",
-    "train": "embodied_r_training.rl.train",
-    "eval": "embodied_r_training.eval.evaluate",
-    "compare": "embodied_r_training.eval.compare",
+    "synth": "embodied_r_ros.cli.synth",
+    "import-video": "embodied_r_ros.cli.import_video",
+    "prepare": "embodied_r_ros.cli.prepare",
+    "train": "embodied_r_ros.cli.train",
+    "eval": "embodied_r_ros.cli.evaluate",
+    "compare": "embodied_r_ros.cli.compare",
 }
 # What a user installs when a command's module cannot be imported.
 INSTALL_HINT = "pip install '.[training]' (or `make build`, which installs everything)"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, Shortcut, shortcuts
+from .flags import flag_dest
 
 # The flags for the settings a user changes most ({"--vlm": ..., "--device": ...}), each setting one or
 # more parameters; they are declared with the parameters, in config.py (param(..., flag=...)).
@@ -53,17 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-def _dest(flag: Shortcut) -> str:
-    return flag.name.removeprefix("--").replace("-", "_")
-
-
 def _add_parameter_flag(parser: argparse.ArgumentParser, flag: Shortcut) -> None:
     """A flag typed like its parameters, with the values they all accept; a boolean one turns them on."""
     if flag.kind is bool:
-        parser.add_argument(flag.name, dest=_dest(flag), action="store_const", const=True, help=flag.help)
+        parser.add_argument(flag.name, dest=flag_dest(flag), action="store_const", const=True, help=flag.help)
     else:
         choices = list(flag.choices) or None
-        parser.add_argument(flag.name, dest=_dest(flag), type=flag.kind, choices=choices, help=flag.help)
+        parser.add_argument(flag.name, dest=flag_dest(flag), type=flag.kind, choices=choices, help=flag.help)
 
 
 def parameter_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,7 +77,7 @@ def parameter_overrides(args: argparse.Namespace) -> dict[str, Any]:
         models = ensure_tiny_models(Path(args.tiny_models) if args.tiny_models else None)
         overrides.update({"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm")})
     for flag in FLAGS.values():
-        value = getattr(args, _dest(flag))
+        value = getattr(args, flag_dest(flag))
         if value is not None:
             overrides.update(dict.fromkeys(flag.parameters, value))
     for item in args.set:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
 
+from embodied_r_ros.config import param
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.image_conversion import ImageConversionError, message_to_rgb
 from embodied_r_ros.keyframes import candidate_indices, candidate_period_ns
@@ -45,8 +46,8 @@ class BagReadError(RuntimeError):
 class BagTopics:
     """Topic names: ``image`` "" = the bag's only image topic; ``odometry`` "" = no poses."""
 
-    image: str = ""
-    odometry: str = "/odom"
+    image: str = param("", "camera topic (default: the bag's only image topic)", flag="--image-topic")
+    odometry: str = param("/odom", "odometry topic ('' = no poses)", flag="--odom-topic")
 
 
 @dataclass

@@ -26,7 +26,6 @@ ends with status 1.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from embodied_r_ros.config import REQUIRED, Alias, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
 
@@ -48,6 +48,22 @@ logger = logging.getLogger(__name__)
 
 LAYOUTS = ("vsibench", "urbanvideo")
 _OPTION = re.compile(r"^\s*([A-H])[.):]\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """Everything ``embodied-r import-video`` needs; the fields' flags are declared with them."""
+
+    directory: Path  # the benchmark folder
+    out: Path = param(REQUIRED, "where bags and questions.jsonl go", flag="--out")
+    layout: str = param(REQUIRED, "the benchmark's layout", choices=LAYOUTS, flag="--layout")
+    fps: float = param(2.0, "frames per second kept from each video", flag="--fps")
+    max_side: int = param(640, "longest image side in pixels", flag="--max-side")
+    progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"--layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
 
 @dataclass(frozen=True)
@@ -214,11 +230,11 @@ def _question(row: VideoQuestion, number: int, first_ns: int, last_ns: int) -> Q
     )
 
 
-def import_videos(
-    directory: Path, out: Path, layout: str, fps: float = 2.0, max_side: int = 640, progress: bool = True
-) -> tuple[list[Question], list[tuple[str, str]]]:
-    """Import a benchmark folder into ``out``; returns (questions written, failures as (what, reason))."""
-    rows = read_vsibench(directory) if layout == "vsibench" else read_urbanvideo(directory)
+def import_videos(config: ImportConfig) -> tuple[list[Question], list[tuple[str, str]]]:
+    """Import the benchmark folder of ``config`` into ``config.out``; returns (questions written, failures as
+    (what, reason))."""
+    directory, out, fps, max_side = config.directory, config.out, config.fps, config.max_side
+    rows = read_vsibench(directory) if config.layout == "vsibench" else read_urbanvideo(directory)
     by_video: dict[Path, list[VideoQuestion]] = {}
     for row in rows:
         by_video.setdefault(row.video, []).append(row)
@@ -226,7 +242,7 @@ def import_videos(
     questions: list[Question] = []
     failures: list[tuple[str, str]] = []
     start_ns = DEFAULT_START_S * NS_PER_S
-    for video, video_rows in tqdm(by_video.items(), desc="videos", unit="video", disable=not progress):
+    for video, video_rows in tqdm(by_video.items(), desc="videos", unit="video", disable=not config.progress):
         bag = out / video_rows[0].scene / BAG_DIR
         try:
             first, last = video_to_bag(video, bag, fps, max_side, start_ns)
@@ -236,28 +252,3 @@ def import_videos(
         questions.extend(_question(row, n, first, last) for n, row in enumerate(video_rows))
     write_questions(out / "questions.jsonl", questions)
     return questions, failures
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r import-video``."""
-    parser = subparsers.add_parser(
-        "import-video", help="import benchmark videos + question tables (VSI-Bench, UrbanVideo) as bags"
-    )
-    parser.add_argument("directory", type=Path, help="the benchmark folder")
-    parser.add_argument("--layout", choices=LAYOUTS, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="where bags and questions.jsonl go")
-    parser.add_argument("--fps", type=float, default=2.0, help="frames per second kept from each video")
-    parser.add_argument("--max-side", type=int, default=640, help="longest image side in pixels")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.set_defaults(func=run_import_command)
-
-
-def run_import_command(args: argparse.Namespace) -> int:
-    """Run ``embodied-r import-video``: 0 when every video was imported, 1 otherwise."""
-    questions, failures = import_videos(
-        args.directory, args.out, args.layout, args.fps, args.max_side, not args.no_progress
-    )
-    print(f"{len(questions)} questions written to {args.out / 'questions.jsonl'}")
-    for what, reason in failures:
-        print(f"FAILED {what}: {reason}")
-    return 1 if failures else 0

@@ -23,7 +23,6 @@ Splits are by scene (the question's bag), shuffled with ``--seed``; ``--folds K`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -37,13 +36,15 @@ from tqdm import tqdm
 from embodied_r_ros import prompts
 from embodied_r_ros.backends import BackendError
 from embodied_r_ros.config import (
-    VLM_PERCEIVER,
+    REQUIRED,
+    Alias,
     ConfigError,
     KeyFrameConfig,
     ModelConfig,
     PerceptionConfig,
     PipelineConfig,
-    model_config,
+    param,
+    section,
 )
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
 from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
@@ -70,24 +71,74 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE = Path.home() / ".cache" / "embodied_r" / "descriptions"
 
 
+def prepare_perceivers() -> PerceiverRegistry:
+    """The perceivers ``--perceiver`` may name: the core's VLM and this package's ground truth."""
+    registry = core_perceivers()
+    register_training_perceivers(registry)
+    return registry
+
+
+def _default_perception() -> PerceptionConfig:
+    return PerceptionConfig(scene=DEFAULT_SCENE_FILE)
+
+
 @dataclass
 class PrepareConfig:
-    """Everything ``embodied-r prepare`` needs."""
+    """Everything ``embodied-r prepare`` needs; the fields' flags are declared with them."""
 
     questions: list[Path]
-    out: Path
-    vlm: ModelConfig
+    out: Path = param(REQUIRED, "output data-set directory", flag="--out")
+    vlm: ModelConfig = section(
+        ModelConfig,
+        model={"flag": Alias("--vlm", "VLM: local directory or served model name (--perceiver vlm)")},
+        # No choices: the command names the new spelling of a retired --vlm-backend ground_truth.
+        backend={"flag": Alias("--vlm-backend", "transformers or openai"), "choices": ()},
+        openai={
+            "base_url": {"flag": Alias("--base-url", "openai backend: server URL")},
+            "max_concurrency": {"flag": Alias("--concurrency", "openai backend: requests in flight")},
+        },
+        transformers={"device": {"flag": "--device"}},
+        max_new_tokens={"flag": "--max-new-tokens"},
+    )
     # perceiver ground_truth: perception.scene is each bag's scene file, a bare name looked up beside the
     # bag directory (scene_file_for_bag), default scene.json.
-    perception: PerceptionConfig = field(default_factory=PerceptionConfig)
-    cache: Path = DEFAULT_CACHE
+    perception: PerceptionConfig = section(
+        _default_perception,
+        perceiver={
+            "flag": Alias(
+                "--perceiver",
+                "vlm (the VLM of --vlm), or ground_truth: no VLM, a measuring instrument for `embodied-r "
+                "synth` bags that describes key frames from the scene's geometry (what a perfect VLM would "
+                "say)",
+            ),
+            "choices": prepare_perceivers().names(),
+        },
+        scene={
+            "flag": Alias(
+                "--scene",
+                "--perceiver ground_truth: the scene file; a bare name is looked up beside each bag "
+                f"directory (default {DEFAULT_SCENE_FILE})",
+            )
+        },
+    )
+    cache: Path = param(DEFAULT_CACHE, f"description cache ({DEFAULT_CACHE})", flag="--cache")
     topics: BagTopics = field(default_factory=BagTopics)
-    keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
-    seed: int = 0
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    folds: int = 0
-    batch_size: int = 32  # VLM requests (key frames) per generate call; a kill loses at most one batch
-    progress: bool = True
+    keyframes: KeyFrameConfig = section(
+        KeyFrameConfig,
+        max_keyframes={
+            "flag": Alias(
+                "--max-keyframes",
+                "key frames per question at most (paper: 32; fewer make shorter prompts, as the node's "
+                "keyframes.max_keyframes does)",
+            )
+        },
+    )
+    seed: int = param(0, "split shuffle seed", flag="--seed")
+    fractions: tuple[float, float, float] = param((0.8, 0.1, 0.1), "TRAIN,VAL,TEST fractions", flag="--split")
+    folds: int = param(0, "add a fold column with K folds by scene", flag="--folds")
+    # A kill loses at most one batch.
+    batch_size: int = param(32, "VLM requests per generate call", flag="--batch-size")
+    progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
 
     @property
     def ground_truth(self) -> bool:
@@ -266,13 +317,6 @@ def _cache_key(config: PrepareConfig, question: Question, keyframes: Sequence[Ke
         question.options,
         generation_settings(config.vlm),
     )
-
-
-def prepare_perceivers() -> PerceiverRegistry:
-    """The perceivers ``--perceiver`` may name: the core's VLM and this package's ground truth."""
-    registry = core_perceivers()
-    register_training_perceivers(registry)
-    return registry
 
 
 class _Perceivers:
@@ -482,115 +526,3 @@ def summary_table(summary: dict[str, Any]) -> str:
             f"{summary['cache_hits']} cache hits"
         )
     return "\n".join(lines)
-
-
-def _fractions(text: str) -> tuple[float, float, float]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 3:
-        raise argparse.ArgumentTypeError(f"--split wants three numbers TRAIN,VAL,TEST, got {text!r}")
-    return values  # type: ignore[return-value]
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r prepare`` (``embodied-r import-video`` makes its input from benchmark videos)."""
-    parser = subparsers.add_parser(
-        "prepare", help="build a training data set from rosbags and their questions (VLM descriptions)"
-    )
-    parser.add_argument(
-        "questions", type=Path, nargs="+", help="questions.jsonl file(s); bags relative to them"
-    )
-    parser.add_argument("--out", type=Path, required=True, help="output data-set directory")
-    parser.add_argument(
-        "--vlm",
-        help="VLM: local directory or served model name (--perceiver vlm)",
-    )
-    parser.add_argument("--vlm-backend", default="transformers", help="transformers or openai")
-    parser.add_argument(
-        "--perceiver",
-        default=VLM_PERCEIVER,
-        choices=prepare_perceivers().names(),
-        help="vlm (the VLM of --vlm), or ground_truth: no VLM, a measuring instrument for `embodied-r synth` "
-        "bags that describes key frames from the scene's geometry (what a perfect VLM would say)",
-    )
-    parser.add_argument(
-        "--scene",
-        default=DEFAULT_SCENE_FILE,
-        help="--perceiver ground_truth: the scene file; a bare name is looked up beside each bag directory "
-        f"(default {DEFAULT_SCENE_FILE})",
-    )
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backend: server URL")
-    parser.add_argument("--concurrency", type=int, default=8, help="openai backend: requests in flight")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument(
-        "--cache", type=Path, default=DEFAULT_CACHE, help=f"description cache ({DEFAULT_CACHE})"
-    )
-    parser.add_argument(
-        "--image-topic", default="", help="camera topic (default: the bag's only image topic)"
-    )
-    parser.add_argument("--odom-topic", default="/odom", help="odometry topic ('' = no poses)")
-    parser.add_argument("--seed", type=int, default=0, help="split shuffle seed")
-    parser.add_argument("--split", type=_fractions, default=(0.8, 0.1, 0.1), help="TRAIN,VAL,TEST fractions")
-    parser.add_argument("--folds", type=int, default=0, help="add a fold column with K folds by scene")
-    parser.add_argument("--batch-size", type=int, default=32, help="VLM requests per generate call")
-    parser.add_argument(
-        "--max-keyframes",
-        type=int,
-        default=KeyFrameConfig().max_keyframes,
-        help="key frames per question at most (paper: 32; fewer make shorter prompts, as the node's "
-        "keyframes.max_keyframes does)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.set_defaults(func=run_prepare_command)
-
-
-def run_prepare_command(args: argparse.Namespace) -> int:
-    """Run ``embodied-r prepare``: 0 when every question became a record, 1 when anything failed."""
-    if args.vlm_backend == GROUND_TRUTH:
-        raise ConfigError(
-            f"--vlm-backend {GROUND_TRUTH} is now --perceiver {GROUND_TRUTH} (and --scene for a scene file "
-            f"other than {DEFAULT_SCENE_FILE} beside each bag)"
-        )
-    if not args.vlm and args.perceiver == VLM_PERCEIVER:
-        raise ConfigError(
-            f"--vlm is required with --vlm-backend {args.vlm_backend} (a VLM directory or served model "
-            f"name); or describe synthetic bags with --perceiver {GROUND_TRUTH}"
-        )
-    vlm = model_config(
-        args.vlm or "",
-        backend=args.vlm_backend,
-        base_url=args.base_url,
-        max_concurrency=args.concurrency,
-        device=args.device,
-        max_new_tokens=args.max_new_tokens,
-    )
-    try:
-        keyframes = KeyFrameConfig(max_keyframes=args.max_keyframes)
-    except ConfigError as exc:
-        raise ConfigError(f"--max-keyframes {args.max_keyframes}: {exc}") from exc
-    config = PrepareConfig(
-        keyframes=keyframes,
-        questions=list(args.questions),
-        out=args.out,
-        vlm=vlm,
-        perception=PerceptionConfig(args.perceiver, args.scene),
-        cache=args.cache,
-        topics=BagTopics(args.image_topic, args.odom_topic),
-        seed=args.seed,
-        fractions=args.split,
-        folds=args.folds,
-        batch_size=args.batch_size,
-        progress=not args.no_progress,
-    )
-    result = run_prepare(config)
-    summary = write_dataset(config.out, result)
-    print(summary_table(summary))
-    for failure in result.failures:
-        print(f"FAILED {failure.what}: {failure.reason}")
-    if result.failures:
-        print(f"{len(result.failures)} item(s) failed; the rest is in {config.out} (see failures.jsonl)")
-        return 1
-    return 0

@@ -13,7 +13,6 @@ Runs on different records are refused: a comparison is only meaningful on the sa
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,25 +197,3 @@ def write_comparison(result: dict[str, Any], out: Path) -> list[Path]:
     files[1].write_text(comparison_markdown(result), encoding="utf-8")
     files.append(plot_comparison(result, out / "comparison.png"))
     return files
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r compare``."""
-    parser = subparsers.add_parser(
-        "compare", help="several eval runs of the same split side by side, with bootstrap intervals"
-    )
-    parser.add_argument("runs", nargs="+", help="eval output directories, as DIR or LABEL=DIR")
-    parser.add_argument("--out", type=Path, required=True, help="where comparison.{md,json,png} go")
-    parser.add_argument(
-        "--baseline", action="append", default=[], help="label to take paired differences against"
-    )
-    parser.set_defaults(func=run_compare_command)
-
-
-def run_compare_command(args: argparse.Namespace) -> int:
-    """Run ``embodied-r compare``."""
-    result = compare([load_run(spec) for spec in args.runs], args.baseline)
-    files = write_comparison(result, args.out)
-    print(comparison_markdown(result), end="")
-    print(f"wrote {', '.join(str(p) for p in files)}")
-    return 0

@@ -28,11 +28,9 @@ Output directory::
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
-import sys
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,7 +41,7 @@ from tqdm import tqdm
 
 from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
-from embodied_r_ros.config import ConfigError, KeyFrameConfig, ModelConfig, model_config
+from embodied_r_ros.config import Alias, ConfigError, KeyFrameConfig, ModelConfig, param, section
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -93,28 +91,54 @@ def vlm_alone_request(images: Sequence[Any], question: str, options: Sequence[st
 # Configuration
 
 
+def _default_lm() -> ModelConfig:
+    return ModelConfig(model=DEFAULT_LM, max_new_tokens=512)
+
+
 @dataclass
 class EvalConfig:
     """Everything ``embodied-r eval`` needs. ``lm`` and ``vlm`` carry the generation settings
-    (``max_new_tokens``, ``temperature``); ``reference`` None means the base LM (``lm`` without adapter)."""
+    (``max_new_tokens``, ``temperature``); ``reference`` None means the base LM (``lm`` without adapter).
+
+    The fields' flags are declared with them; ``embodied-r eval`` gives ``vlm`` and ``reference`` the
+    generation settings of ``lm`` (--vlm, --vlm-backend, --reference).
+    """
 
     dataset: Path
     out: Path
-    system: str = "reasoner"
-    split: str = "test"
-    limit: int = 0  # 0 = every record of the split
-    lm: ModelConfig = field(default_factory=lambda: ModelConfig(model=DEFAULT_LM, max_new_tokens=512))
+    system: str = param("reasoner", "what answers (default reasoner)", choices=SYSTEMS, flag="--system")
+    split: str = param("test", "the data-set split to score", choices=SPLITS, flag="--split")
+    limit: int = param(0, "first N records only (0 = all)", flag="--limit")
+    lm: ModelConfig = section(
+        _default_lm,
+        model={"flag": Alias("--lm", f"reasoning LM: directory or name ({DEFAULT_LM})")},
+        backend={"flag": "--lm-backend"},
+        transformers={
+            "adapter": {"flag": Alias("--adapter", "LoRA adapter directory for --lm (reasoner only)")},
+            "device": {"flag": "--device"},
+            "dtype": {"flag": "--dtype"},
+        },
+        openai={"base_url": {"flag": Alias("--base-url", "openai backends: server URL")}},
+        temperature={"flag": Alias("--temperature", "0 = greedy")},
+        max_new_tokens={"flag": "--max-new-tokens"},
+    )
     vlm: ModelConfig | None = None
     reference: ModelConfig | None = None
-    consistency: bool = True
-    consistency_config: ConsistencyConfig = field(default_factory=ConsistencyConfig)
-    batch_size: int = 8  # records per generate call
+    consistency: bool = param(
+        True,
+        "check each correct answer's reasoning with the reference model",
+        flag=Alias("--no-consistency", "skip the consistency check"),
+    )
+    consistency_config: ConsistencyConfig = section(
+        ConsistencyConfig, temperature={"description": "paper: 0.1", "flag": "--reference-temperature"}
+    )
+    batch_size: int = param(8, "records per generate call", flag="--batch-size")
     topics: BagTopics = field(default_factory=BagTopics)
     candidate_fps: float = KeyFrameConfig().candidate_fps
-    bag_root: Path | None = None  # vlm: bags at bag_root/<scene> instead of the recorded paths
-    train_log: Path | None = None
-    seed: int = 0
-    progress: bool = True
+    bag_root: Path | None = param(None, "--system vlm: bags at DIR/<scene>", flag="--bag-root")
+    train_log: Path | None = param(None, "trainer_state.json or its directory", flag="--train-log")
+    seed: int = param(0, "seed of the sampling (temperature > 0, the reference's)", flag="--seed")
+    progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
@@ -636,101 +660,3 @@ def write_outputs(config: EvalConfig, result: EvalResult) -> list[Path]:
     if config.train_log is not None:
         files += plot_training_curves(load_log_history(config.train_log), out)
     return files
-
-
-# ----------------------------------------------------------------------------------------------------
-# Command line
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r eval``."""
-    parser = subparsers.add_parser(
-        "eval", help="score the reasoner (or a baseline) on a data-set split: metrics, tables and plots"
-    )
-    parser.add_argument("dataset", type=Path, help="data-set directory written by embodied-r prepare")
-    parser.add_argument(
-        "--system", default="reasoner", choices=SYSTEMS, help="what answers (default reasoner)"
-    )
-    parser.add_argument("--split", default="test", choices=SPLITS)
-    parser.add_argument("--limit", type=int, default=0, help="first N records only (0 = all)")
-    parser.add_argument("--out", type=Path, default=None, help="output directory (DATASET/eval/SYSTEM-SPLIT)")
-    parser.add_argument("--lm", default=DEFAULT_LM, help=f"reasoning LM: directory or name ({DEFAULT_LM})")
-    parser.add_argument("--adapter", default="", help="LoRA adapter directory for --lm (reasoner only)")
-    parser.add_argument("--lm-backend", default="transformers", choices=["transformers", "openai"])
-    parser.add_argument("--vlm", default="", help="--system vlm: the VLM, directory or served name")
-    parser.add_argument("--vlm-backend", default="transformers", choices=["transformers", "openai"])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai backends: server URL")
-    parser.add_argument("--reference", default="", help="consistency reference model (default: the base LM)")
-    parser.add_argument("--reference-temperature", type=float, default=0.1, help="paper: 0.1")
-    parser.add_argument("--no-consistency", action="store_true", help="skip the consistency check")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--batch-size", type=int, default=8, help="records per generate call")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--max-new-tokens", type=int, default=512)
-    parser.add_argument("--bag-root", type=Path, default=None, help="--system vlm: bags at DIR/<scene>")
-    parser.add_argument(
-        "--image-topic", default="", help="camera topic (default: the bag's only image topic)"
-    )
-    parser.add_argument("--odom-topic", default="/odom", help="odometry topic ('' = no poses)")
-    parser.add_argument("--train-log", type=Path, default=None, help="trainer_state.json or its directory")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.set_defaults(func=run_eval_command)
-
-
-def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """The :class:`EvalConfig` of parsed ``embodied-r eval`` arguments (ConfigError for bad values)."""
-    try:
-        common = {
-            "device": args.device, "dtype": args.dtype, "base_url": args.base_url,
-            "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-        }  # fmt: skip
-        lm = model_config(args.lm, backend=args.lm_backend, adapter=args.adapter, **common)
-        vlm = model_config(args.vlm, backend=args.vlm_backend, **common) if args.vlm else None
-        reference = (
-            model_config(args.reference, backend=args.lm_backend, **common) if args.reference else None
-        )
-        consistency = ConsistencyConfig(temperature=args.reference_temperature)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    return EvalConfig(
-        dataset=args.dataset,
-        out=args.out or args.dataset / "eval" / f"{args.system}-{args.split}",
-        system=args.system,
-        split=args.split,
-        limit=args.limit,
-        lm=lm,
-        vlm=vlm,
-        reference=reference,
-        consistency=not args.no_consistency,
-        consistency_config=consistency,
-        batch_size=args.batch_size,
-        topics=BagTopics(args.image_topic, args.odom_topic),
-        bag_root=args.bag_root,
-        train_log=args.train_log,
-        seed=args.seed,
-        progress=not args.no_progress,
-    )
-
-
-def run_eval_command(args: argparse.Namespace) -> int:
-    """Run ``embodied-r eval``: 0 when every record was evaluated, 1 when any was skipped."""
-    config = config_from_args(args)
-    if config.train_log is not None:
-        from .plots import load_log_history
-
-        load_log_history(config.train_log)  # a bad --train-log fails before any model is loaded
-    result = run_eval(config)
-    print(metrics_markdown(result.metrics), end="")
-    print(f"wrote {', '.join(str(p) for p in result.files)}")
-    if result.skipped:
-        print(
-            f"{len(result.skipped)} of {len(result.skipped) + len(result.predictions)} record(s) skipped "
-            f"(listed in {config.out / 'metrics.json'} under 'skipped'):",
-            file=sys.stderr,
-        )
-        for s in result.skipped:
-            print(f"SKIPPED {s.id}: {s.reason}", file=sys.stderr)
-        return 1
-    return 0

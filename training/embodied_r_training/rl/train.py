@@ -14,7 +14,6 @@ fine-tuning, so no extra copy is loaded in either case (see :class:`PolicyRefere
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -26,7 +25,7 @@ from typing import Any
 
 from embodied_r_ros.config import ConfigError, ModelConfig
 
-from .train_config import TrainConfig, check_batch_shape, load_train_config, required_columns
+from .train_config import TrainConfig, check_batch_shape, required_columns
 
 logger = logging.getLogger(__name__)
 
@@ -463,60 +462,8 @@ def _config_record(config: TrainConfig) -> dict[str, Any]:
     return record
 
 
-# ----------------------------------------------------------------------------------------------------
-# Command line
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """``embodied-r train``."""
-    parser = subparsers.add_parser(
-        "train",
-        help="GRPO training of the reasoning LM (TRL) on a data set from `embodied-r prepare`",
-        description=(
-            "Train the reasoning LM with GRPO and the paper's staged format/accuracy/consistency rewards. "
-            "Configs live in training/configs/ (embodied_r.yaml: the paper's settings; cpu_smoke.yaml: a "
-            "few CPU steps of the tiny model). Multi-GPU: accelerate launch --config_file "
-            "training/configs/accelerate_zero3.yaml -m embodied_r_training.rl.train --config ..."
-        ),
+if __name__ == "__main__":  # the command moved out of this library module; say where instead of doing nothing
+    raise SystemExit(
+        "embodied_r_training.rl.train is a library module: run `embodied-r train` or "
+        "`python -m embodied_r_ros.cli.train` (what `accelerate launch -m` runs on every GPU)"
     )
-    add_arguments(parser)
-    parser.set_defaults(func=run_train_command)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, type=Path, help="training YAML (training/configs/*.yaml)")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config value, e.g. --set grpo.max_steps=2 --set output_dir=out/x (repeatable)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-        help="continue from the latest checkpoint in output_dir (or the given checkpoint-N directory)",
-    )  # fmt: skip
-
-
-def run_train_command(args: argparse.Namespace) -> int:
-    """The ``train`` subcommand; returns the exit status."""
-    config = load_train_config(args.config, args.overrides)
-    result = train(config, resume=args.resume)
-    params = result.node_params
-    adapter = params["transformers"]["adapter"]
-    print(f"trained {result.global_step} steps; final model in {result.final_dir}")
-    print(f"load it in the node: embodied-r run --params-file {result.final_dir / NODE_PARAMS}")
-    print(f"  (lm.model={params['model']}" + (f", lm.transformers.adapter={adapter})" if adapter else ")"))
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m embodied_r_training.rl.train`` (what ``accelerate launch -m`` runs on every GPU)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="embodied_r_training.rl.train", description="GRPO training")
-    add_arguments(parser)
-    try:
-        return run_train_command(parser.parse_args(argv))
-    except ConfigError as exc:
-        parser.exit(2, f"error: {exc}\n")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -38,7 +38,6 @@ objects         ids of the objects the question is about (see scene.json)
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
@@ -48,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodied_r_ros.config import ConfigError
+from embodied_r_ros.config import REQUIRED, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import Question, write_questions
 
@@ -68,24 +67,36 @@ BAG_DIR = "bag"
 
 @dataclass(frozen=True)
 class SynthConfig:
-    """Everything ``embodied-r synth`` needs; invalid values raise ConfigError naming the option."""
+    """Everything ``embodied-r synth`` needs; invalid values raise ConfigError naming the option.
 
-    out: Path
-    scenes: int = 1
-    seed: int = 0
+    Each field's flag of ``embodied-r synth`` is declared with it (``param(..., flag=...)``); ``--size WxH``
+    sets width and height.
+    """
+
+    out: Path = param(REQUIRED, "output directory (scene_NNNN/ are created in it)", flag="--out")
+    scenes: int = param(1, "number of scenes (default 1)", flag="--scenes")
+    seed: int = param(0, "seed; scene i depends only on (seed, i)", flag="--seed")
     width: int = 640
     height: int = 480
-    rate_hz: float = 10.0
-    duration_s: float = 30.0
-    storage: str = "mcap"
-    compressed: bool = False
-    jpeg_quality: int = 90
-    outdoor: bool = False
-    preview: bool = False
-    hfov_deg: float = 70.0
-    questions_per_task: int = 2
-    start_s: int = DEFAULT_START_S
-    jobs: int = 1
+    rate_hz: float = param(10.0, "camera (and odometry) rate in Hz (10)", flag="--rate")
+    duration_s: float = param(30.0, "seconds per scene (30)", flag="--duration")
+    storage: str = param("mcap", "rosbag2 storage (mcap)", choices=STORAGES, flag="--storage")
+    compressed: bool = param(
+        False,
+        "JPEG images on /camera/image_raw/compressed instead of raw rgb8 (bags ~20x smaller)",
+        flag="--compressed",
+    )
+    jpeg_quality: int = param(90, "with --compressed (90)", flag="--jpeg-quality")
+    outdoor: bool = param(False, "drone flights over a plaza instead of rooms", flag="--outdoor")
+    preview: bool = param(False, "also write scene_NNNN/preview.png", flag="--preview")
+    hfov_deg: float = param(70.0, "horizontal field of view in degrees (70)", flag="--hfov")
+    questions_per_task: int = param(2, "per task and form, per scene (2)", flag="--questions-per-task")
+    start_s: int = param(
+        DEFAULT_START_S,
+        f"stamp of each bag's first message, seconds since the epoch ({DEFAULT_START_S})",
+        flag="--start-time",
+    )
+    jobs: int = param(1, "scenes rendered in parallel processes (1)", flag="--jobs")
 
     def __post_init__(self) -> None:
         def check(ok: bool, message: str) -> None:
@@ -245,78 +256,9 @@ def synthesize(config: SynthConfig) -> list[SceneResult]:
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """``"640x480"`` -> (640, 480), for argparse."""
+    """``"640x480"`` -> (640, 480); ValueError naming the expected form otherwise."""
     try:
         width, height = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 640x480, got {text!r}") from None
+        raise ValueError(f"expected WIDTHxHEIGHT such as 640x480, got {text!r}") from None
     return width, height
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r synth``."""
-    parser = subparsers.add_parser(
-        "synth",
-        help="write synthetic egocentric rosbags with ground-truth spatial questions",
-        description="Procedural rooms (or, with --outdoor, a plaza seen from a drone), rendered along a "
-        "camera path into rosbag2 files with /camera/image_raw, /camera/camera_info and /odom, and a "
-        "questions.jsonl per scene whose answers come from the geometry. Same seed, same bytes.",
-    )
-    parser.set_defaults(func=run_synth)
-    parser.add_argument(
-        "--out", type=Path, required=True, help="output directory (scene_NNNN/ are created in it)"
-    )
-    parser.add_argument("--scenes", type=int, default=1, help="number of scenes (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed; scene i depends only on (seed, i)")
-    parser.add_argument(
-        "--size", type=parse_size, default=(640, 480), metavar="WxH", help="image size (640x480)"
-    )
-    parser.add_argument("--rate", type=float, default=10.0, help="camera (and odometry) rate in Hz (10)")
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds per scene (30)")
-    parser.add_argument("--storage", choices=STORAGES, default="mcap", help="rosbag2 storage (mcap)")
-    parser.add_argument(
-        "--compressed",
-        action="store_true",
-        help="JPEG images on /camera/image_raw/compressed instead of raw rgb8 (bags ~20x smaller)",
-    )
-    parser.add_argument("--jpeg-quality", type=int, default=90, help="with --compressed (90)")
-    parser.add_argument("--outdoor", action="store_true", help="drone flights over a plaza instead of rooms")
-    parser.add_argument("--preview", action="store_true", help="also write scene_NNNN/preview.png")
-    parser.add_argument("--hfov", type=float, default=70.0, help="horizontal field of view in degrees (70)")
-    parser.add_argument("--questions-per-task", type=int, default=2, help="per task and form, per scene (2)")
-    parser.add_argument(
-        "--start-time",
-        type=int,
-        default=DEFAULT_START_S,
-        help=f"stamp of each bag's first message, seconds since the epoch ({DEFAULT_START_S})",
-    )
-    parser.add_argument("--jobs", type=int, default=1, help="scenes rendered in parallel processes (1)")
-
-
-def run_synth(args: argparse.Namespace) -> int:
-    """Run ``embodied-r synth`` from parsed arguments."""
-    config = SynthConfig(
-        out=args.out,
-        scenes=args.scenes,
-        seed=args.seed,
-        width=args.size[0],
-        height=args.size[1],
-        rate_hz=args.rate,
-        duration_s=args.duration,
-        storage=args.storage,
-        compressed=args.compressed,
-        jpeg_quality=args.jpeg_quality,
-        outdoor=args.outdoor,
-        preview=args.preview,
-        hfov_deg=args.hfov,
-        questions_per_task=args.questions_per_task,
-        start_s=args.start_time,
-        jobs=args.jobs,
-    )
-    results = synthesize(config)
-    for r in results:
-        extra = f", preview {r.directory / 'preview.png'}" if config.preview else ""
-        print(f"{r.directory}: {r.frames} frames, {len(r.questions)} questions{extra}")
-    total = sum(len(r.questions) for r in results)
-    print(f"{len(results)} scene(s), {total} questions: {config.out / 'questions.jsonl'}")
-    return 0
