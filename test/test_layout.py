@@ -85,3 +85,18 @@ def test_the_ros_layer_needs_nothing_from_training_or_the_command_line():
 def test_production_backends_do_not_use_the_test_scaffolding():
     files = _files(CORE / "backends")
     assert _violations(files, ("embodied_r_ros.testing",)) == []
+
+
+def test_option_letters_are_defined_once():
+    """The letters that name options live in embodied_r_ros/options.py only: no other module spells the
+    alphabet out or computes a letter from a character code."""
+    spelled = ("ABCDEFGH", "ascii_uppercase", "chr(65", 'ord("A")', "ord('A')")
+    files = _files(CORE) + _files(TRAINING)
+    found = [
+        f"{path.relative_to(ROOT)}: {text}"
+        for path in files
+        if path.name != "options.py"
+        for text in spelled
+        if text in path.read_text(encoding="utf-8")
+    ]
+    assert found == []

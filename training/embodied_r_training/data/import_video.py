@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from embodied_r_ros.config import REQUIRED, Alias, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
 
 from ..synth.bag_writer import BagOptions, SceneBagWriter
@@ -95,7 +96,7 @@ def _split_choices(text: str) -> tuple[str, list[str]]:
         return question, options
     # Inline: "Where is it? A. left B. right C. behind" -- letters must run A, B, C, ... to count.
     marks = list(_INLINE_OPTION.finditer(text))
-    expected = [m for i, m in enumerate(marks) if m.group(1) == "ABCDEFGH"[i]] if marks else []
+    expected = [m for i, m in enumerate(marks) if m.group(1) == OPTION_LETTERS[i]] if marks else []
     if len(expected) >= 2 and len(expected) == len(marks):
         choices = [text[m.end() : (marks[i + 1].start() if i + 1 < len(marks) else len(text))].strip()
                    for i, m in enumerate(marks)]  # fmt: skip
