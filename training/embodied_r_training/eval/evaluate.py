@@ -6,6 +6,9 @@ Systems (``--system``):
   the chat the node builds from the VLM's key-frame descriptions; loaded like the node's LM
   (:func:`embodied_r_ros.backends.load_backend` with ``vision=False``).
 * ``untrained``: the same LM without an adapter: the baseline before RL.
+* ``question-only``: the LM (with ``--adapter`` if given) WITHOUT the key-frame descriptions: the role line,
+  the question and its options only (VSI-Bench's "vision disabled" row; a blind baseline: what the question
+  alone gives this model).
 * ``vlm``: the paper's ablation: the VLM alone answers from the same key frames (read from the record's
   bag at ``keyframe_stamps_ns``), all of a record's key frames and the question in ONE request.
 * ``chance``: no model. Multiple choice scores its expected accuracy under a uniform guess (1/k for k
@@ -42,6 +45,7 @@ from tqdm import tqdm
 from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
 from embodied_r_ros.config import Alias, ConfigError, KeyFrameConfig, ModelConfig, param, section
+from embodied_r_ros.reasoning import reasoning_messages
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -58,13 +62,15 @@ from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("reasoner", "untrained", "vlm", "chance")
+SYSTEMS = ("reasoner", "untrained", "question-only", "vlm", "chance")
+WITH_ADAPTER = ("reasoner", "question-only")  # the systems that run --lm with its --adapter
 DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
 # The data-set columns each system reads (data/schema.py).
 _COLUMNS = {
     "reasoner": (*GRADING, *PROMPT),
     "untrained": (*GRADING, *PROMPT),
+    "question-only": GRADING,
     "vlm": (*GRADING, *KEYFRAMES),
     "chance": GRADING,
 }
@@ -427,6 +433,13 @@ def _reasoner_requests(records: Sequence[dict[str, Any]]) -> Iterator[tuple[int,
         yield i, [ChatMessage.text(m["role"], completion_text([m])) for m in record["prompt"]]
 
 
+def _question_only_requests(records: Sequence[dict[str, Any]]) -> Iterator[tuple[int, ChatRequest]]:
+    """The reasoner's chat with the key-frame descriptions left out (VSI-Bench's "vision disabled" row):
+    the role line, then the question and its options only."""
+    for i, record in enumerate(records):
+        yield i, reasoning_messages([], str(record["question"]), list(record.get("options") or []))
+
+
 def _vlm_requests(
     records: Sequence[dict[str, Any]], config: EvalConfig, skipped: list[Skipped]
 ) -> Iterator[tuple[int, ChatRequest]]:
@@ -535,7 +548,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
         requests = _vlm_requests(records, config, skipped)
     else:
         backend = _load(config.lm, vision=False)
-        requests = _reasoner_requests(records)
+        requests = (_question_only_requests if system == "question-only" else _reasoner_requests)(records)
     open_backends = [backend]
     try:
         by_index = _generate_all(backend, requests, len(records), config)
@@ -605,6 +618,8 @@ def _info(
     labels = {
         "reasoner": "Embodied-R reasoner" + (" (adapter)" if config.lm.transformers.adapter else ""),
         "untrained": "untrained LM (baseline)",
+        "question-only": "the LM without the descriptions (blind: question and options only)"
+        + (" (adapter)" if config.lm.transformers.adapter else ""),
         "vlm": "VLM alone on the key frames (ablation)",
         "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
     }
@@ -615,7 +630,7 @@ def _info(
         "split": config.split,
         "models": {
             "lm": config.lm.model if config.system not in ("vlm", "chance") else "",
-            "adapter": config.lm.transformers.adapter if config.system == "reasoner" else "",
+            "adapter": config.lm.transformers.adapter if config.system in WITH_ADAPTER else "",
             "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
             "reference": reference,
         },
