@@ -9,7 +9,7 @@ task                 forms    ground truth
 appearance_order     mc       order of first sighting (>= 0.2 % of the image) of 3 objects
 relative_direction   mc       standing at A facing B: C's quadrant (front/back x left/right)
 relative_distance    mc       which of 3-4 objects has its centre closest to A's centre
-object_count         mc, num  objects of one category seen in the window
+object_count         num      objects of one category seen in the window
 abs_distance         mc, num  distance between two objects' centres (m)
 object_size          mc, num  an object's longest dimension (m)
 room_size            mc, num  the room's floor area (m^2, indoor only)
@@ -23,10 +23,23 @@ Rules that keep every answer unambiguous: an object never seen in a question's w
 it; horizontal geometry is used for directions; a question is skipped rather than asked when its answer
 is near a decision boundary (quadrant boundaries within 15 deg, a runner-up within 15 % of the closest,
 appearance times within 0.5 s, a category member that is only barely visible, turn angles near the
-labels' limits). Multiple-choice options are texts (no letters); the correct option's position is chosen
-so that the letters stay balanced over a scene's questions; distractors are plausible (other
-permutations, the other quadrants, nearby objects, values 0.4x-2.3x the truth that differ from each
-other by at least 20 %). Numeric answers are SI: metres, square metres, counts.
+labels' limits). Windows that do not span the whole clip start and end on the key-frame candidate grid
+(``candidate_fps`` per second from the first frame), so the key frames cover them from end to end.
+
+Rules that keep options from giving the answer away (a reader who sees only the options should do no
+better than chance, :mod:`embodied_r_training.eval.baselines`): the correct option's letter is chosen so
+that the letters stay balanced over a scene's questions; a numeric answer's rank among its sorted options
+is uniform (neighbouring options 25-60 % apart, all inside a plausible range of the task), and so is the
+amount's in ego_turn and ego_altitude options, whose directions are drawn at random; among a task's
+candidate questions each distinct answer is equally likely to be asked (e.g. the four quadrants); route
+distractors are turn sequences drawn as true routes are distributed, not edits of the truth (the one
+option a single edit away from all others would be the truth). Counts are asked in numeric form only, as
+VSI-Bench does: most categories are seen once, and no set of count options hides that from a blind reader
+(one who always picks "1" would be right in most questions).
+
+An optional :class:`QuestionScreen` (``embodied-r synth`` passes one, see :mod:`.answerable`) sees every
+question before it is kept and refuses the ones no reader of their prompt could answer; the next candidate
+of the task is tried instead.
 
 The questions are :class:`embodied_r_ros.question_file.Question` records; that module reads and writes
 their file (``questions.jsonl``).
@@ -36,12 +49,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
+from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.keyframes import candidate_indices
 from embodied_r_ros.question_file import MC, NUMERIC, Question
 
 from .trajectory import MOVING_KINDS, Trajectory
@@ -64,7 +81,20 @@ TASKS = (
 QUADRANTS = ("front-left", "front-right", "back-left", "back-right")
 LETTERS = "ABCDEFGH"
 _PLURALS = {"box": "boxes", "bookshelf": "bookshelves"}
-_RATIOS = (0.4, 0.55, 0.7, 1.35, 1.6, 1.9, 2.3)
+# Random draws of objects per task: many are dropped when their key frames miss an object (the screen).
+DRAFT_TRIES = 200
+# Neighbouring options of a numeric question differ by a ratio drawn from this range.
+OPTION_RATIOS = (1.25, 1.6)
+# Plausible values of numeric answers, (indoor, outdoor) per task: no option lies outside.
+PLAUSIBLE = {
+    "abs_distance": ((0.3, 15.0), (2.0, 150.0)),
+    "object_size": ((0.2, 4.0), (1.0, 45.0)),
+    "room_size": ((8.0, 150.0), (8.0, 150.0)),
+    "ego_distance": ((0.5, 40.0), (4.0, 400.0)),
+}
+# True routes' turn sequences: how many turns (1, 2, 3) and which turn, as the walks and flights give them.
+ROUTE_LENGTHS = (0.6, 0.3, 0.1)
+ROUTE_TURNS = {"turn left": 0.47, "turn right": 0.47, "turn around": 0.06}
 
 
 # ---------------------------------------------------------------------------------------- ground truth
@@ -141,15 +171,19 @@ def plural(category: str) -> str:
 
 @dataclass(frozen=True)
 class QuestionConfig:
-    """How many questions of each task and form per scene, and the visibility threshold."""
+    """How many questions of each task and form per scene, the visibility threshold and the key-frame
+    candidate rate (windows start and end on its grid)."""
 
     per_task: int = 2
     min_fraction: float = DEFAULT_MIN_FRACTION
     forms: tuple[str, ...] = (MC, NUMERIC)
+    candidate_fps: float = KeyFrameConfig().candidate_fps
 
     def __post_init__(self) -> None:
         if self.per_task < 1:
             raise ValueError(f"per_task must be >= 1, got {self.per_task}")
+        if not self.candidate_fps > 0:
+            raise ValueError(f"candidate_fps must be > 0, got {self.candidate_fps}")
         if not 0 < self.min_fraction < 1:
             raise ValueError(f"min_fraction must be in (0, 1), got {self.min_fraction}")
         unknown = set(self.forms) - {MC, NUMERIC}
@@ -172,6 +206,18 @@ class _Draft:
     objects: tuple[int, ...] = ()
 
 
+class QuestionScreen(Protocol):
+    """Decides which questions are kept (``embodied-r synth``: the ones answerable from their prompt)."""
+
+    def prepare(self, windows_ns: Sequence[tuple[int, int]]) -> None:
+        """Called once, before any :meth:`accept`, with every window (bag stamps) a question may have."""
+        ...
+
+    def accept(self, question: Question) -> bool:
+        """Whether ``question`` is kept."""
+        ...
+
+
 class _Context:
     """What the task generators share: the scene, its seen objects and the numbers of a window."""
 
@@ -183,6 +229,7 @@ class _Context:
         end_s: float,
         config: QuestionConfig,
         rng: np.random.Generator,
+        start_ns: int = 0,
     ) -> None:
         self.world = world
         self.trajectory = trajectory
@@ -193,6 +240,24 @@ class _Context:
         self.indoor = world.kind == INDOOR
         self.scale = 1.0 if self.indoor else 8.0  # outdoor distances are about this much larger
         self.seen = [world.object(i) for i in visibility.seen_ids(0.0, end_s, config.min_fraction)]
+        stamps = [start_ns + round(float(t) * NS_PER_S) for t in visibility.times_s]
+        # The key-frame candidates (and the clip's last frame): windows start and end on them.
+        self.grid = visibility.times_s[candidate_indices(stamps, config.candidate_fps)] if stamps else []
+
+    def snap(self, t0: float, t1: float, inward: bool) -> tuple[float, float] | None:
+        """[t0, t1] moved onto the candidate grid, inside it (``inward``) or around it; None when nothing
+        of two candidates is left."""
+        grid = np.asarray(self.grid, dtype=np.float64)
+        if len(grid) < 2:
+            return None
+        if inward:
+            lo, hi = grid[grid >= t0 - 1e-9], grid[grid <= t1 + 1e-9]
+            a, b = (float(lo[0]) if len(lo) else None), (float(hi[-1]) if len(hi) else None)
+        else:
+            lo, hi = grid[grid <= t0 + 1e-9], grid[grid >= t1 - 1e-9]
+            a = float(lo[-1]) if len(lo) else float(grid[0])
+            b = float(hi[0]) if len(hi) else float(grid[-1])
+        return (a, b) if a is not None and b is not None and b > a else None
 
     def the(self, obj: SceneObject) -> str:
         return f"the {obj.name}"
@@ -211,23 +276,53 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.1f} m" if value < 10 else f"{value:.0f} m"
 
 
-def _numeric_distractors(value: float, unit: str, rng: np.random.Generator, n: int = 3) -> list[str] | None:
-    """``n`` option texts at 0.4x-2.3x ``value``, all options at least 20 % apart; None if impossible."""
-    if unit == "count":
-        pool = [c for c in range(max(1, int(value) - 2), int(value) + 4) if c != int(value)]
-        picks = [pool[i] for i in rng.permutation(len(pool))[:n]]
-        return [str(c) for c in picks] if len(picks) == n else None
-    chosen = [value]
-    for i in rng.permutation(len(_RATIOS)):
-        candidate = value * _RATIOS[i]
-        if all(abs(candidate - c) >= 0.2 * max(candidate, c) for c in chosen):
-            chosen.append(candidate)
-        if len(chosen) == n + 1:
-            break
-    texts = [_fmt(c, unit) for c in chosen]
-    if len(chosen) < n + 1 or len(set(texts)) < len(texts):
-        return None
-    return texts[1:]
+def _option_value(text: str) -> float:
+    return float(text.split()[0])
+
+
+def _spread(
+    value: float,
+    rng: np.random.Generator,
+    plausible: tuple[float, float],
+    shown: Callable[[float], float],
+    n: int = 3,
+) -> list[float] | None:
+    """``n`` distractor values for ``value``, as displayed (``shown`` rounds a value as its option text
+    does): with the truth, ``n + 1`` values whose neighbours differ by a ratio in :data:`OPTION_RATIOS`, the
+    truth's rank uniform among the ranks that keep every option inside ``plausible`` (widened to hold the
+    truth); None when no draw gives distinct displayed values at least 20 % apart."""
+    lo, hi = min(plausible[0], value), max(plausible[1], value)
+    for _ in range(20):
+        ratios = rng.uniform(*OPTION_RATIOS, size=n)
+        # Rank r: r options below the truth (the nearest first), n - r above.
+        ranks = [
+            r for r in range(n + 1) if value / np.prod(ratios[:r]) >= lo and value * np.prod(ratios[r:]) <= hi
+        ]
+        if not ranks:
+            continue
+        rank = ranks[int(rng.integers(0, len(ranks)))]
+        below = [value / float(np.prod(ratios[: k + 1])) for k in range(rank)]
+        above = [value * float(np.prod(ratios[rank : rank + k + 1])) for k in range(n - rank)]
+        values = [shown(v) for v in [value, *below, *above]]
+        ranked = sorted(values)
+        if all(b >= 1.2 * a > 0 for a, b in itertools.pairwise(ranked)):
+            return values[1:]
+    return None
+
+
+def _numeric_distractors(
+    value: float, unit: str, rng: np.random.Generator, plausible: tuple[float, float]
+) -> list[str] | None:
+    """Three distractor texts for a numeric answer in ``unit`` (see :func:`_spread`)."""
+    values = _spread(value, rng, plausible, lambda v: _option_value(_fmt(v, unit)))
+    return None if values is None else [_fmt(v, unit) for v in values]
+
+
+def _signed_options(
+    side: str, opposite: str, values: list[float], text: Callable[[str, float], str], rng: np.random.Generator
+) -> list[str]:
+    """Distractor texts for a direction-and-amount answer: each of ``values`` with a side at random."""
+    return [text(side if rng.random() < 0.5 else opposite, v) for v in values]
 
 
 def _numeric_drafts(
@@ -242,7 +337,7 @@ def _numeric_drafts(
 ) -> list[_Draft]:
     drafts = []
     if MC in ctx.config.forms:
-        distractors = _numeric_distractors(value, unit, ctx.rng)
+        distractors = _numeric_distractors(value, unit, ctx.rng, PLAUSIBLE[task][0 if ctx.indoor else 1])
         if distractors:
             drafts.append(_Draft(task, MC, text_mc, window, _fmt(value, unit), distractors, "", objects))
     if NUMERIC in ctx.config.forms:
@@ -258,7 +353,7 @@ def _appearance_order(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 3:
         return drafts
-    for _ in range(60):
+    for _ in range(DRAFT_TRIES):
         trio = ctx.sample(ctx.seen, 3)
         ordered = sorted(trio, key=lambda o: first[o.id])
         # Each must have become (even faintly) visible only after the previous was clearly seen.
@@ -287,7 +382,7 @@ def _relative_direction(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 3:
         return drafts
-    for _ in range(80):
+    for _ in range(DRAFT_TRIES):
         a, b, c = ctx.sample(ctx.seen, 3)
         order = ctx.rng.permutation(3)
         a, b, c = ([a, b, c][i] for i in order)
@@ -319,7 +414,7 @@ def _relative_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 4:
         return drafts
-    for _ in range(60):
+    for _ in range(DRAFT_TRIES):
         target = ctx.seen[int(ctx.rng.integers(0, len(ctx.seen)))]
         others = [o for o in ctx.seen if o.id != target.id]
         candidates = ctx.sample(others, min(4, len(others)))
@@ -357,7 +452,8 @@ def _object_count(ctx: _Context) -> list[_Draft]:
         count = sum(f >= cfg.min_fraction for f in fractions)
         text = f"How many {plural(category)} appear in this video?"
         seen_ids = tuple(o.id for o, f in zip(members, fractions, strict=True) if f >= cfg.min_fraction)
-        drafts += _numeric_drafts(ctx, "object_count", text, text, count, "count", (0.0, end), seen_ids)
+        if NUMERIC in cfg.forms:  # numeric only, as in VSI-Bench (see the module docstring)
+            drafts.append(_Draft("object_count", NUMERIC, text, (0.0, end), count, [], "count", seen_ids))
     return drafts
 
 
@@ -409,24 +505,28 @@ def _near_object(ctx: _Context, point: np.ndarray, t0: float, t1: float) -> Scen
 
 def _route(ctx: _Context) -> list[_Draft]:
     traj = ctx.trajectory
-    moving = [i for i, s in traj.segments_in(0.0, ctx.end_s) if s.kind in MOVING_KINDS]
+    moving = [i for i, s in enumerate(traj.segments) if s.kind in MOVING_KINDS]
     verb = "walked" if ctx.indoor else "flew"
     drafts = []
-    for a, b in itertools.combinations(moving, 2):
+    inside = {i for i, _ in traj.segments_in(0.0, ctx.end_s)}
+    for a, b in itertools.combinations([i for i in moving if i in inside], 2):
         turns = route_turns(traj, a, b)
         if not turns or len(turns) > 3:
             continue
-        t0, t1 = traj.segment_bounds[a][0], traj.segment_bounds[b][1]
+        window = ctx.snap(traj.segment_bounds[a][0], traj.segment_bounds[b][1], inward=False)
+        if window is None:
+            continue
+        t0, t1 = window
+        # Snapped out onto the grid, the window must not take in a leg with another turn.
+        legs = [i for i, (lo, hi) in enumerate(traj.segment_bounds) if hi > t0 and lo < t1 and i in moving]
+        if route_turns(traj, legs[0], legs[-1]) != turns:
+            continue
         start = _near_object(ctx, traj.position(t0)[:2], t0, t1)
         goal = _near_object(ctx, traj.position(t1)[:2], t0, t1)
         if start is None or goal is None or start.id == goal.id:
             continue
         correct = ", then ".join(turns)
-        options = [", then ".join(v) for v in _one_edit(turns)]
-        options = sorted(set(options) - {correct})
-        if len(options) < 3:
-            continue
-        distractors = [options[i] for i in sorted(ctx.rng.permutation(len(options))[:3])]
+        distractors = _route_distractors(turns, ctx.rng)
         text = (
             f"In this clip I {verb} from near {ctx.the(start)} to near {ctx.the(goal)}. "
             "Which turns did I make on the way, in order?"
@@ -435,32 +535,34 @@ def _route(ctx: _Context) -> list[_Draft]:
     return drafts
 
 
-_TURNS = ("turn left", "turn right", "turn around")
-
-
-def _one_edit(turns: list[str]) -> list[list[str]]:
-    """Turn sequences one change away from ``turns`` (a turn replaced, added or dropped), 1-4 turns long."""
-    variants = []
-    for k in range(len(turns)):
-        variants += [turns[:k] + [t] + turns[k + 1 :] for t in _TURNS if t != turns[k]]
-        variants.append(turns[:k] + turns[k + 1 :])
-    for k in range(len(turns) + 1):
-        variants += [turns[:k] + [t] + turns[k:] for t in _TURNS]
-    return [v for v in variants if 1 <= len(v) <= 4]
+def _route_distractors(turns: list[str], rng: np.random.Generator, n: int = 3) -> list[str]:
+    """``n`` turn sequences other than ``turns``, drawn as true routes are distributed
+    (:data:`ROUTE_LENGTHS`, :data:`ROUTE_TURNS`), so that none is told apart by its form."""
+    names, weights = list(ROUTE_TURNS), np.array(list(ROUTE_TURNS.values()))
+    correct = ", then ".join(turns)
+    chosen: list[str] = []
+    while len(chosen) < n:
+        length = 1 + int(rng.choice(len(ROUTE_LENGTHS), p=np.array(ROUTE_LENGTHS) / sum(ROUTE_LENGTHS)))
+        text = ", then ".join(
+            names[int(i)] for i in rng.choice(len(names), size=length, p=weights / weights.sum())
+        )
+        if text != correct and text not in chosen:
+            chosen.append(text)
+    return chosen
 
 
 def _windows(ctx: _Context, n: int, min_s: float, max_s: float) -> list[tuple[float, float]]:
-    """``n`` random windows of [min_s, max_s] seconds inside the clip, on the frame times."""
+    """``n`` random windows of about [min_s, max_s] seconds inside the clip, on the candidate grid."""
     times = ctx.visibility.times_s
-    windows = []
+    windows: list[tuple[float, float]] = []
     if len(times) < 2 or times[-1] < min_s:
         return windows
     for _ in range(n):
         length = float(ctx.rng.uniform(min_s, min(max_s, times[-1])))
-        i0 = int(ctx.rng.integers(0, max(1, np.searchsorted(times, times[-1] - length) + 1)))
-        i1 = int(np.searchsorted(times, times[i0] + length))
-        i1 = min(i1, len(times) - 1)
-        windows.append((float(times[i0]), float(times[i1])))
+        t0 = float(ctx.rng.uniform(0.0, max(0.0, times[-1] - length)))
+        window = ctx.snap(t0, min(t0 + length, float(times[-1])), inward=False)
+        if window is not None:
+            windows.append(window)
     return windows
 
 
@@ -475,26 +577,43 @@ def _ego_distance(ctx: _Context) -> list[_Draft]:
     return drafts
 
 
+def _segment_windows(ctx: _Context, most_apart: int) -> list[tuple[float, float]]:
+    """Windows from the start of a segment to the end of one at most ``most_apart`` later, around on the
+    candidate grid."""
+    traj = ctx.trajectory
+    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
+    windows = []
+    for first, last in itertools.combinations_with_replacement(inside, 2):
+        if last - first > most_apart:
+            continue
+        window = ctx.snap(traj.segment_bounds[first][0], traj.segment_bounds[last][1], inward=False)
+        if window is not None and window not in windows:
+            windows.append(window)
+    return windows
+
+
+def _turn_text(side: str, degrees: float) -> str:
+    return f"{side}, about {degrees:.0f} degrees"
+
+
+def _altitude_text(side: str, metres: float) -> str:
+    return f"{side}, about {metres:.0f} m"
+
+
 def _ego_turn(ctx: _Context) -> list[_Draft]:
     drafts = []
     traj = ctx.trajectory
-    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
-    for first, last in itertools.combinations_with_replacement(inside, 2):
-        if last - first > 3:
-            continue
-        t0, t1 = traj.segment_bounds[first][0], traj.segment_bounds[last][1]
+    for t0, t1 in _segment_windows(ctx, 3):
         change = traj.yaw_deg(t1) - traj.yaw_deg(t0)
         if not 30.0 <= abs(change) <= 330.0:
             continue
         amount = int(round(abs(change) / 15.0) * 15)
-        other = amount + 90 if amount <= 180 else amount - 90
         side, opposite = ("left", "right") if change > 0 else ("right", "left")
-        correct = f"{side}, about {amount} degrees"
-        distractors = [
-            f"{opposite}, about {amount} degrees",
-            f"{side}, about {other} degrees",
-            f"{opposite}, about {other} degrees",
-        ]
+        correct = _turn_text(side, amount)
+        others = _spread(amount, ctx.rng, (15.0, 345.0), lambda v: max(15.0, round(v / 15.0) * 15.0))
+        if others is None:
+            continue
+        distractors = _signed_options(side, opposite, others, _turn_text, ctx.rng)
         text = "Which way did I turn in total during this clip, and by about how much?"
         drafts.append(_Draft("ego_turn", MC, text, (t0, t1), correct, distractors))
     return drafts
@@ -505,25 +624,17 @@ def _ego_altitude(ctx: _Context) -> list[_Draft]:
         return []
     drafts = []
     traj = ctx.trajectory
-    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
-    for first, last in itertools.combinations_with_replacement(inside, 2):
-        if last - first > 2:
-            continue
-        t0, t1 = traj.segment_bounds[first][0], traj.segment_bounds[last][1]
+    for t0, t1 in _segment_windows(ctx, 2):
         change = float(traj.position(t1)[2] - traj.position(t0)[2])
         if abs(change) < 2.0:
             continue
         side, opposite = ("up", "down") if change > 0 else ("down", "up")
         amount = abs(change)
-        other = amount * 2.2 if amount < 6 else amount / 2.2
-        correct = f"{side}, about {amount:.0f} m"
-        distractors = [
-            f"{opposite}, about {amount:.0f} m",
-            f"{side}, about {other:.0f} m",
-            f"{opposite}, about {other:.0f} m",
-        ]
+        correct = _altitude_text(side, amount)
+        others = _spread(round(amount), ctx.rng, (1.0, 60.0), lambda v: max(1.0, float(round(v))))
+        distractors = _signed_options(side, opposite, others or [], _altitude_text, ctx.rng)
         text_mc = "Did I fly up or down during this clip, and by about how much?"
-        if MC in ctx.config.forms:
+        if MC in ctx.config.forms and distractors:
             drafts.append(_Draft("ego_altitude", MC, text_mc, (t0, t1), correct, distractors))
         if NUMERIC in ctx.config.forms:
             text = "By how many metres did my altitude change during this clip (up or down)?"
@@ -554,11 +665,19 @@ class _LetterBalancer:
         self.counts: dict[int, np.ndarray] = {}
 
     def position(self, n_options: int) -> int:
+        """The letter position for the next question's correct option (see :meth:`take`)."""
         counts = self.counts.setdefault(n_options, np.zeros(n_options, dtype=np.int64))
         least = np.flatnonzero(counts == counts.min())
-        pos = int(least[int(self.rng.integers(0, len(least)))])
-        counts[pos] += 1
-        return pos
+        return int(least[int(self.rng.integers(0, len(least)))])
+
+    def take(self, n_options: int, position: int) -> None:
+        """Count ``position`` as used (the question was kept)."""
+        self.counts[n_options][position] += 1
+
+
+def _windows_ns(drafts: Sequence[_Draft], start_ns: int) -> list[tuple[int, int]]:
+    """The distinct windows of ``drafts`` in bag stamps (as :func:`_finish` writes them)."""
+    return sorted({_window(d, start_ns) for d in drafts})
 
 
 def generate_questions(
@@ -571,55 +690,83 @@ def generate_questions(
     scene_id: str = "scene",
     start_ns: int = 0,
     config: QuestionConfig | None = None,
+    screen: QuestionScreen | None = None,
 ) -> list[Question]:
     """Questions about one rendered scene, ``config.per_task`` per task and form at most.
 
     The clip is the frames in ``visibility`` (seconds from the bag start, which is at ``start_ns``);
-    ``bag`` is written as is into every record (the bag's path relative to the questions file).
+    ``bag`` is written as is into every record (the bag's path relative to the questions file); ids are
+    ``<scene_id>-NNN``. Candidates are tried in random order, each distinct answer of a task equally
+    likely next; a ``screen`` refuses the ones it does not accept (the next candidate is tried instead).
     """
     config = config or QuestionConfig()
     if len(visibility.times_s) == 0:
         return []
     end_s = float(visibility.times_s[-1])
-    ctx = _Context(world, trajectory, visibility, end_s, config, rng)
+    ctx = _Context(world, trajectory, visibility, end_s, config, rng, start_ns)
+    drafts = {task: _GENERATORS[task](ctx) for task in TASKS}
+    if screen is not None:
+        screen.prepare(_windows_ns([d for task_drafts in drafts.values() for d in task_drafts], start_ns))
     balancer = _LetterBalancer(rng)
     questions: list[Question] = []
     for task in TASKS:
-        drafts = _GENERATORS[task](ctx)
         for form in (MC, NUMERIC):
             if form not in config.forms:
                 continue
-            chosen: list[_Draft] = []
-            for i in rng.permutation(len(drafts)):
-                d = drafts[i]
-                if d.form == form and all((d.text, d.window) != (c.text, c.window) for c in chosen):
-                    chosen.append(d)
-                if len(chosen) == config.per_task:
-                    break
-            chosen.sort(key=lambda d: (d.window, d.text))
-            for draft in chosen:
-                questions.append(_finish(draft, len(questions), scene_id, bag, start_ns, balancer, rng))
+            pool = [
+                drafts[task][i] for i in rng.permutation(len(drafts[task])) if drafts[task][i].form == form
+            ]
+            chosen: list[Question] = []
+            asked: Counter[str] = Counter()  # how often each answer was kept
+            while pool and len(chosen) < config.per_task:
+                draft = pool.pop(_next_draft(pool, asked, rng))
+                window = _window(draft, start_ns)
+                if any((draft.text, window) == (q.question, (q.start_ns, q.end_ns)) for q in chosen):
+                    continue
+                position = balancer.position(len(draft.distractors) + 1)
+                question = _finish(draft, "", bag, start_ns, position, rng)
+                if screen is not None and not screen.accept(question):
+                    continue
+                if draft.form == MC:
+                    balancer.take(len(draft.distractors) + 1, position)
+                asked[str(draft.correct)] += 1
+                chosen.append(question)
+            chosen.sort(key=lambda q: (q.start_ns, q.end_ns, q.question))
+            questions += [replace(q, id=f"{scene_id}-{len(questions) + k:03d}") for k, q in enumerate(chosen)]
     return questions
+
+
+def _window(draft: _Draft, start_ns: int) -> tuple[int, int]:
+    return start_ns + round(draft.window[0] * NS_PER_S), start_ns + round(draft.window[1] * NS_PER_S)
+
+
+def _next_draft(pool: list[_Draft], asked: Counter[str], rng: np.random.Generator) -> int:
+    """Index into ``pool`` of the next candidate: an answer drawn uniformly among the least-asked distinct
+    answers, then the first candidate (the pool is in random order) with it."""
+    least = min(asked[str(d.correct)] for d in pool)
+    answers = sorted({str(d.correct) for d in pool if asked[str(d.correct)] == least})
+    answer = answers[int(rng.integers(0, len(answers)))]
+    return next(i for i, d in enumerate(pool) if str(d.correct) == answer)
 
 
 def _finish(
     draft: _Draft,
-    number: int,
-    scene_id: str,
+    question_id: str,
     bag: str,
     start_ns: int,
-    balancer: _LetterBalancer,
+    position: int,
     rng: np.random.Generator,
 ) -> Question:
     t0, t1 = draft.window
+    start, end = _window(draft, start_ns)
     common = dict(
-        id=f"{scene_id}-{number:03d}",
+        id=question_id,
         bag=bag,
         start_s=round(t0, 3),
         end_s=round(t1, 3),
         # From the unrounded times, so that a window ending on a frame ends exactly on its stamp.
-        start_ns=start_ns + round(t0 * NS_PER_S),
-        end_ns=start_ns + round(t1 * NS_PER_S),
+        start_ns=start,
+        end_ns=end,
         task=draft.task,
         form=draft.form,
         question=draft.text,
@@ -630,8 +777,7 @@ def _finish(
         text = _fmt(float(value), draft.unit) if draft.unit != "count" else str(value)
         return Question(options=(), answer=value, unit=draft.unit, answer_text=text, **common)
     distractors = [draft.distractors[i] for i in rng.permutation(len(draft.distractors))]
-    pos = balancer.position(len(distractors) + 1)
-    options = distractors[:pos] + [str(draft.correct)] + distractors[pos:]
+    options = distractors[:position] + [str(draft.correct)] + distractors[position:]
     return Question(
-        options=tuple(options), answer=LETTERS[pos], unit="", answer_text=str(draft.correct), **common
+        options=tuple(options), answer=LETTERS[position], unit="", answer_text=str(draft.correct), **common
     )
