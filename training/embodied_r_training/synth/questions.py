@@ -63,7 +63,7 @@ from embodied_r_ros.question_file import MC, NUMERIC, Question
 
 from .trajectory import MOVING_KINDS, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION, Visibility
-from .world import INDOOR, SceneObject, World
+from .world import INDOOR, SceneObject, World, random_room
 
 TASKS = (
     "appearance_order",
@@ -83,18 +83,13 @@ LETTERS = "ABCDEFGH"
 _PLURALS = {"box": "boxes", "bookshelf": "bookshelves"}
 # Random draws of objects per task: many are dropped when their key frames miss an object (the screen).
 DRAFT_TRIES = 200
-# Neighbouring options of a numeric question differ by a ratio drawn from this range.
-OPTION_RATIOS = (1.25, 1.6)
-# Plausible values of numeric answers, (indoor, outdoor) per task: no option lies outside.
-PLAUSIBLE = {
-    "abs_distance": ((0.3, 15.0), (2.0, 150.0)),
-    "object_size": ((0.2, 4.0), (1.0, 45.0)),
-    "room_size": ((8.0, 150.0), (8.0, 150.0)),
-    "ego_distance": ((0.5, 40.0), (4.0, 400.0)),
-}
-# True routes' turn sequences: how many turns (1, 2, 3) and which turn, as the walks and flights give them.
-ROUTE_LENGTHS = (0.6, 0.3, 0.1)
-ROUTE_TURNS = {"turn left": 0.47, "turn right": 0.47, "turn around": 0.06}
+# Rooms drawn to stand beside the true one in room_size options; random windows for my-motion questions.
+ROOM_DRAWS = 40
+TRAVEL_WINDOWS = 40
+# True routes' turn sequences: how many turns (1, 2, 3) and which turn, as the walks and flights give them
+# (measured on 1,200 generated scenes: 92 routes).
+ROUTE_LENGTHS = (0.83, 0.15, 0.02)
+ROUTE_TURNS = {"turn left": 0.37, "turn right": 0.37, "turn around": 0.26}
 
 
 # ---------------------------------------------------------------------------------------- ground truth
@@ -280,42 +275,45 @@ def _option_value(text: str) -> float:
     return float(text.split()[0])
 
 
-def _spread(
-    value: float,
-    rng: np.random.Generator,
-    plausible: tuple[float, float],
-    shown: Callable[[float], float],
-    n: int = 3,
-) -> list[float] | None:
-    """``n`` distractor values for ``value``, as displayed (``shown`` rounds a value as its option text
-    does): with the truth, ``n + 1`` values whose neighbours differ by a ratio in :data:`OPTION_RATIOS`, the
-    truth's rank uniform among the ranks that keep every option inside ``plausible`` (widened to hold the
-    truth); None when no draw gives distinct displayed values at least 20 % apart."""
-    lo, hi = min(plausible[0], value), max(plausible[1], value)
-    for _ in range(20):
-        ratios = rng.uniform(*OPTION_RATIOS, size=n)
-        # Rank r: r options below the truth (the nearest first), n - r above.
-        ranks = [
-            r for r in range(n + 1) if value / np.prod(ratios[:r]) >= lo and value * np.prod(ratios[r:]) <= hi
-        ]
-        if not ranks:
-            continue
-        rank = ranks[int(rng.integers(0, len(ranks)))]
-        below = [value / float(np.prod(ratios[: k + 1])) for k in range(rank)]
-        above = [value * float(np.prod(ratios[rank : rank + k + 1])) for k in range(n - rank)]
-        values = [shown(v) for v in [value, *below, *above]]
-        ranked = sorted(values)
-        if all(b >= 1.2 * a > 0 for a, b in itertools.pairwise(ranked)):
-            return values[1:]
-    return None
+class _Distractors:
+    """Distractors for one task's answers in one scene, drawn from ``pool``: the values the answer takes
+    for the scene's objects, pairs, windows (or for random rooms), as displayed (``shown`` rounds as the
+    option text does). The truth is then one more draw from the same distribution as its three distractors,
+    so no option is likelier than another to be it, and its rank among the sorted options is uniform.
 
+    Options must be at least 20 % apart. Drawing until they are would favour truths that are hard to fit
+    (a common value, crowded by its neighbours), so a truth gets options with probability proportional to
+    the chance that a random draw fits it (``samples`` draws estimate it); then one of the fitting draws is
+    taken. That keeps the joint distribution of the four values exchangeable."""
 
-def _numeric_distractors(
-    value: float, unit: str, rng: np.random.Generator, plausible: tuple[float, float]
-) -> list[str] | None:
-    """Three distractor texts for a numeric answer in ``unit`` (see :func:`_spread`)."""
-    values = _spread(value, rng, plausible, lambda v: _option_value(_fmt(v, unit)))
-    return None if values is None else [_fmt(v, unit) for v in values]
+    def __init__(
+        self,
+        pool: Sequence[float],
+        rng: np.random.Generator,
+        shown: Callable[[float], float],
+        n: int = 3,
+        samples: int = 400,
+    ) -> None:
+        self.rng, self.shown = rng, shown
+        values = np.array([shown(v) for v in pool], dtype=np.float64)
+        if len(values) < n:
+            self.draws = np.zeros((0, n))
+            self.best = 0.0
+            return
+        self.draws = values[np.argsort(rng.random((samples, len(values))), axis=1)[:, :n]]
+        self.best = max(float(self._fits(x).mean()) for x in set(values.tolist()))
+
+    def _fits(self, value: float) -> np.ndarray:
+        """Which draws fit with ``value``: all four values positive and at least 20 % apart."""
+        rows = np.sort(np.column_stack([np.full(len(self.draws), value), self.draws]), axis=1)
+        return (rows[:, 0] > 0) & np.all(rows[:, 1:] >= 1.2 * rows[:, :-1], axis=1)
+
+    def draw(self, value: float) -> list[float] | None:
+        """Three distractors for ``value`` (as displayed), or None (no options for it: see the class)."""
+        fits = self._fits(self.shown(value)) if len(self.draws) else np.zeros(0, dtype=bool)
+        if not fits.any() or self.rng.random() >= fits.mean() / self.best:
+            return None
+        return [float(v) for v in self.draws[self.rng.choice(np.flatnonzero(fits))]]
 
 
 def _signed_options(
@@ -328,22 +326,29 @@ def _signed_options(
 def _numeric_drafts(
     ctx: _Context,
     task: str,
-    text_mc: str,
-    text_num: str,
+    text: str,
     value: float,
     unit: str,
     window: tuple[float, float],
     objects: tuple[int, ...],
+    distractors: _Distractors | None,
 ) -> list[_Draft]:
+    """The numeric question and, when ``distractors`` give options for it, the multiple-choice one."""
     drafts = []
-    if MC in ctx.config.forms:
-        distractors = _numeric_distractors(value, unit, ctx.rng, PLAUSIBLE[task][0 if ctx.indoor else 1])
-        if distractors:
-            drafts.append(_Draft(task, MC, text_mc, window, _fmt(value, unit), distractors, "", objects))
+    if MC in ctx.config.forms and distractors is not None:
+        values = distractors.draw(value)
+        if values is not None:
+            options = [_fmt(v, unit) for v in values]
+            drafts.append(_Draft(task, MC, text, window, _fmt(value, unit), options, "", objects))
     if NUMERIC in ctx.config.forms:
         answer: float | int = int(value) if unit == "count" else round(float(value), 3)
-        drafts.append(_Draft(task, NUMERIC, text_num, window, answer, [], unit, objects))
+        drafts.append(_Draft(task, NUMERIC, text, window, answer, [], unit, objects))
     return drafts
+
+
+def _metres_shown(unit: str) -> Callable[[float], float]:
+    """How an option in ``unit`` displays a value (for :class:`_Distractors`)."""
+    return lambda v: _option_value(_fmt(v, unit))
 
 
 def _appearance_order(ctx: _Context) -> list[_Draft]:
@@ -416,8 +421,15 @@ def _relative_distance(ctx: _Context) -> list[_Draft]:
         return drafts
     for _ in range(DRAFT_TRIES):
         target = ctx.seen[int(ctx.rng.integers(0, len(ctx.seen)))]
-        others = [o for o in ctx.seen if o.id != target.id]
-        candidates = ctx.sample(others, min(4, len(others)))
+        # One object per category: names that share a word would tell a blind reader which is which (the
+        # nearest object is more often of a category the others do not share, e.g. furniture by a wall).
+        categories = sorted({o.category for o in ctx.seen if o.id != target.id})
+        if len(categories) < 3:
+            continue
+        candidates = []
+        for category in ctx.sample(categories, 4):
+            members = [o for o in ctx.seen if o.category == category and o.id != target.id]
+            candidates.append(members[int(ctx.rng.integers(0, len(members)))])
         distances = sorted(object_distance(target, c) for c in candidates)
         if distances[1] - distances[0] < max(0.3 * ctx.scale, 0.15 * distances[1]):
             continue
@@ -459,23 +471,26 @@ def _object_count(ctx: _Context) -> list[_Draft]:
 
 def _abs_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
-    pairs = list(itertools.combinations(ctx.seen, 2))
-    for i in ctx.rng.permutation(len(pairs))[:12]:
-        a, b = pairs[i]
-        d = object_distance(a, b)
-        if d < 0.5 * ctx.scale:
-            continue
+    pairs = [
+        (a, b) for a, b in itertools.combinations(ctx.seen, 2) if object_distance(a, b) >= 0.5 * ctx.scale
+    ]
+    distractors = _Distractors([object_distance(a, b) for a, b in pairs], ctx.rng, _metres_shown("m"))
+    for a, b in pairs:
         text = f"What is the distance between the centres of {ctx.the(a)} and {ctx.the(b)}, in metres?"
-        drafts += _numeric_drafts(ctx, "abs_distance", text, text, d, "m", (0.0, ctx.end_s), (a.id, b.id))
+        distance = object_distance(a, b)
+        drafts += _numeric_drafts(
+            ctx, "abs_distance", text, distance, "m", (0.0, ctx.end_s), (a.id, b.id), distractors
+        )
     return drafts
 
 
 def _object_size(ctx: _Context) -> list[_Draft]:
     drafts = []
-    for obj in ctx.sample(ctx.seen, 8):
+    distractors = _Distractors([o.longest_dimension for o in ctx.seen], ctx.rng, _metres_shown("m"))
+    for obj in ctx.seen:
         text = f"What is the longest dimension (length, width or height) of {ctx.the(obj)}, in metres?"
         drafts += _numeric_drafts(
-            ctx, "object_size", text, text, obj.longest_dimension, "m", (0.0, ctx.end_s), (obj.id,)
+            ctx, "object_size", text, obj.longest_dimension, "m", (0.0, ctx.end_s), (obj.id,), distractors
         )
     return drafts
 
@@ -484,9 +499,10 @@ def _room_size(ctx: _Context) -> list[_Draft]:
     if ctx.world.room is None:
         return []
     text = "What is the floor area of this room, in square metres?"
-    return _numeric_drafts(
-        ctx, "room_size", text, text, ctx.world.room.floor_area, "m^2", (0.0, ctx.end_s), ()
-    )
+    rooms = [random_room(ctx.rng).floor_area for _ in range(ROOM_DRAWS)]
+    distractors = _Distractors(rooms, ctx.rng, _metres_shown("m^2"))
+    area = ctx.world.room.floor_area
+    return _numeric_drafts(ctx, "room_size", text, area, "m^2", (0.0, ctx.end_s), (), distractors)
 
 
 def _near_object(ctx: _Context, point: np.ndarray, t0: float, t1: float) -> SceneObject | None:
@@ -526,7 +542,9 @@ def _route(ctx: _Context) -> list[_Draft]:
         if start is None or goal is None or start.id == goal.id:
             continue
         correct = ", then ".join(turns)
-        distractors = _route_distractors(turns, ctx.rng)
+        distractors = _route_distractors(correct, ctx.rng)
+        if distractors is None:
+            continue
         text = (
             f"In this clip I {verb} from near {ctx.the(start)} to near {ctx.the(goal)}. "
             "Which turns did I make on the way, in order?"
@@ -535,20 +553,30 @@ def _route(ctx: _Context) -> list[_Draft]:
     return drafts
 
 
-def _route_distractors(turns: list[str], rng: np.random.Generator, n: int = 3) -> list[str]:
-    """``n`` turn sequences other than ``turns``, drawn as true routes are distributed
-    (:data:`ROUTE_LENGTHS`, :data:`ROUTE_TURNS`), so that none is told apart by its form."""
-    names, weights = list(ROUTE_TURNS), np.array(list(ROUTE_TURNS.values()))
-    correct = ", then ".join(turns)
-    chosen: list[str] = []
-    while len(chosen) < n:
-        length = 1 + int(rng.choice(len(ROUTE_LENGTHS), p=np.array(ROUTE_LENGTHS) / sum(ROUTE_LENGTHS)))
-        text = ", then ".join(
-            names[int(i)] for i in rng.choice(len(names), size=length, p=weights / weights.sum())
-        )
-        if text != correct and text not in chosen:
-            chosen.append(text)
-    return chosen
+def _random_route(rng: np.random.Generator) -> str:
+    """A turn sequence drawn as true routes are distributed (:data:`ROUTE_LENGTHS`, :data:`ROUTE_TURNS`)."""
+    lengths, weights = np.array(ROUTE_LENGTHS), np.array(list(ROUTE_TURNS.values()))
+    length = 1 + int(rng.choice(len(lengths), p=lengths / lengths.sum()))
+    turns = rng.choice(len(weights), size=length, p=weights / weights.sum())
+    return ", then ".join(list(ROUTE_TURNS)[int(i)] for i in turns)
+
+
+def _route_distractors(correct: str, rng: np.random.Generator, samples: int = 400) -> list[str] | None:
+    """Three turn sequences to stand beside ``correct``: random routes (:func:`_random_route`), so that the
+    truth is one more draw of the same kind (not the centre of its one-edit neighbours). As for numbers
+    (:class:`_Distractors`), a truth gets options with probability proportional to the chance that a
+    random draw of three differs from it and from each other, then one such draw is taken; None
+    otherwise."""
+    draws = [[_random_route(rng) for _ in range(3)] for _ in range(samples)]
+
+    def fits(text: str) -> np.ndarray:
+        return np.array([len({text, *row}) == 4 for row in draws])
+
+    best = max(float(fits(text).mean()) for text in {t for row in draws for t in row})
+    fitting = fits(correct)
+    if not fitting.any() or rng.random() >= fitting.mean() / best:
+        return None
+    return draws[int(rng.choice(np.flatnonzero(fitting)))]
 
 
 def _windows(ctx: _Context, n: int, min_s: float, max_s: float) -> list[tuple[float, float]]:
@@ -568,12 +596,13 @@ def _windows(ctx: _Context, n: int, min_s: float, max_s: float) -> list[tuple[fl
 
 def _ego_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
-    for t0, t1 in _windows(ctx, 12, 4.0, 15.0):
-        distance = ctx.trajectory.path_length(t0, t1)
-        if distance < 1.0 * ctx.scale:
-            continue
-        text = "How far did I travel during this clip, measured along my path, in metres?"
-        drafts += _numeric_drafts(ctx, "ego_distance", text, text, distance, "m", (t0, t1), ())
+    windows = sorted(set(_windows(ctx, TRAVEL_WINDOWS, 4.0, 15.0)))
+    windows = [w for w in windows if ctx.trajectory.path_length(*w) >= 1.0 * ctx.scale]
+    distances = [ctx.trajectory.path_length(*w) for w in windows]
+    distractors = _Distractors(distances, ctx.rng, _metres_shown("m"))
+    text = "How far did I travel during this clip, measured along my path, in metres?"
+    for window, distance in zip(windows, distances, strict=True):
+        drafts += _numeric_drafts(ctx, "ego_distance", text, distance, "m", window, (), distractors)
     return drafts
 
 
@@ -592,6 +621,12 @@ def _segment_windows(ctx: _Context, most_apart: int) -> list[tuple[float, float]
     return windows
 
 
+def _motion_windows(ctx: _Context, most_apart: int) -> list[tuple[float, float]]:
+    """Windows for questions about my turns and altitude: around runs of segments (:func:`_segment_windows`)
+    and random windows (:func:`_windows`), distinct, in order."""
+    return sorted(set(_segment_windows(ctx, most_apart)) | set(_windows(ctx, TRAVEL_WINDOWS, 4.0, 15.0)))
+
+
 def _turn_text(side: str, degrees: float) -> str:
     return f"{side}, about {degrees:.0f} degrees"
 
@@ -603,19 +638,18 @@ def _altitude_text(side: str, metres: float) -> str:
 def _ego_turn(ctx: _Context) -> list[_Draft]:
     drafts = []
     traj = ctx.trajectory
-    for t0, t1 in _segment_windows(ctx, 3):
-        change = traj.yaw_deg(t1) - traj.yaw_deg(t0)
-        if not 30.0 <= abs(change) <= 330.0:
-            continue
-        amount = int(round(abs(change) / 15.0) * 15)
+    windows = [(t0, t1, traj.yaw_deg(t1) - traj.yaw_deg(t0)) for t0, t1 in _motion_windows(ctx, 3)]
+    windows = [w for w in windows if 30.0 <= abs(w[2]) <= 330.0]
+    amounts = [int(round(abs(change) / 15.0) * 15) for _, _, change in windows]
+    pool = _Distractors(amounts, ctx.rng, float)
+    for i, (t0, t1, change) in enumerate(windows):
         side, opposite = ("left", "right") if change > 0 else ("right", "left")
-        correct = _turn_text(side, amount)
-        others = _spread(amount, ctx.rng, (15.0, 345.0), lambda v: max(15.0, round(v / 15.0) * 15.0))
+        others = pool.draw(amounts[i])
         if others is None:
             continue
         distractors = _signed_options(side, opposite, others, _turn_text, ctx.rng)
         text = "Which way did I turn in total during this clip, and by about how much?"
-        drafts.append(_Draft("ego_turn", MC, text, (t0, t1), correct, distractors))
+        drafts.append(_Draft("ego_turn", MC, text, (t0, t1), _turn_text(side, amounts[i]), distractors))
     return drafts
 
 
@@ -624,21 +658,23 @@ def _ego_altitude(ctx: _Context) -> list[_Draft]:
         return []
     drafts = []
     traj = ctx.trajectory
-    for t0, t1 in _segment_windows(ctx, 2):
-        change = float(traj.position(t1)[2] - traj.position(t0)[2])
-        if abs(change) < 2.0:
-            continue
+    windows = [
+        (t0, t1, float(traj.position(t1)[2] - traj.position(t0)[2])) for t0, t1 in _motion_windows(ctx, 2)
+    ]
+    windows = [w for w in windows if abs(w[2]) >= 2.0]
+    amounts = [abs(change) for _, _, change in windows]
+    pool = _Distractors(amounts, ctx.rng, lambda v: float(round(v)))
+    for i, (t0, t1, change) in enumerate(windows):
         side, opposite = ("up", "down") if change > 0 else ("down", "up")
-        amount = abs(change)
-        correct = _altitude_text(side, amount)
-        others = _spread(round(amount), ctx.rng, (1.0, 60.0), lambda v: max(1.0, float(round(v))))
-        distractors = _signed_options(side, opposite, others or [], _altitude_text, ctx.rng)
-        text_mc = "Did I fly up or down during this clip, and by about how much?"
-        if MC in ctx.config.forms and distractors:
+        others = pool.draw(amounts[i])
+        if MC in ctx.config.forms and others is not None:
+            distractors = _signed_options(side, opposite, others, _altitude_text, ctx.rng)
+            text_mc = "Did I fly up or down during this clip, and by about how much?"
+            correct = _altitude_text(side, amounts[i])
             drafts.append(_Draft("ego_altitude", MC, text_mc, (t0, t1), correct, distractors))
         if NUMERIC in ctx.config.forms:
             text = "By how many metres did my altitude change during this clip (up or down)?"
-            drafts.append(_Draft("ego_altitude", NUMERIC, text, (t0, t1), round(amount, 3), [], "m"))
+            drafts.append(_Draft("ego_altitude", NUMERIC, text, (t0, t1), round(amounts[i], 3), [], "m"))
     return drafts
 
 
@@ -696,8 +732,9 @@ def generate_questions(
 
     The clip is the frames in ``visibility`` (seconds from the bag start, which is at ``start_ns``);
     ``bag`` is written as is into every record (the bag's path relative to the questions file); ids are
-    ``<scene_id>-NNN``. Candidates are tried in random order, each distinct answer of a task equally
-    likely next; a ``screen`` refuses the ones it does not accept (the next candidate is tried instead).
+    ``<scene_id>-NNN``. Candidates are tried in random order (each distinct answer equally likely next
+    where all candidates of a task share their options, or have none); a ``screen`` refuses the ones it
+    does not accept (the next candidate is tried instead).
     """
     config = config or QuestionConfig()
     if len(visibility.times_s) == 0:
@@ -718,8 +755,11 @@ def generate_questions(
             ]
             chosen: list[Question] = []
             asked: Counter[str] = Counter()  # how often each answer was kept
+            # Balance the answers where every candidate offers the same options (the quadrants) or none
+            # (numbers); elsewhere the options are drawn like the truth, which must stay as frequent as it is.
+            balance = form == NUMERIC or len({frozenset([d.correct, *d.distractors]) for d in pool}) == 1
             while pool and len(chosen) < config.per_task:
-                draft = pool.pop(_next_draft(pool, asked, rng))
+                draft = pool.pop(_next_draft(pool, asked, rng) if balance else 0)
                 window = _window(draft, start_ns)
                 if any((draft.text, window) == (q.question, (q.start_ns, q.end_ns)) for q in chosen):
                     continue
