@@ -146,6 +146,7 @@ def test_refused_questions_are_replaced_by_the_next_candidates() -> None:
     assert kept["abs_distance"] == 4 and kept["relative_direction"] == 2
     assert [q.id for q in questions] == [f"scene-{i:03d}" for i in range(len(questions))]
     assert set(kept) < set(TASKS)
+    assert all(question_task(q.question) == q.task for q in generate(None))  # the oracle knows every template
 
 
 def test_correct_answers_by_form() -> None:

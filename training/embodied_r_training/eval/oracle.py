@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 
 from embodied_r_ros.prompts import OPTION_LETTERS
 
+from ..synth.ground_truth import PathPiece
 from ..synth.questions import plural, quadrant, turn_label
+from ..synth.trajectory import CLIMB, FLY, TURN, WALK
 
 Answer = str | float | int
 Position = tuple[float, float, float]
@@ -104,16 +106,6 @@ class Sighting:
     position: Position | None = None
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One piece of a "Path:" account: ``kind`` walk, fly, climb or turn (see ground truth)."""
-
-    kind: str
-    metres: float = 0.0
-    up_m: float = 0.0
-    turn_deg: float = 0.0
-
-
 @dataclass
 class Reading:
     """What a prompt says: per object its first sighting, per step its path pieces (None: no account),
@@ -123,7 +115,7 @@ class Reading:
     options: list[str]
     frames: int = 0
     sightings: dict[str, Sighting] = field(default_factory=dict)
-    paths: list[list[Piece] | None] = field(default_factory=list)
+    paths: list[list[PathPiece] | None] = field(default_factory=list)
     room: tuple[float, float] | None = None
 
 
@@ -172,7 +164,7 @@ def _read_observation(reading: Reading, frame: int, observation: str) -> None:
         reading.room = (float(room.group(1)), float(room.group(2)))
 
 
-def _pieces(text: str) -> list[Piece] | None:
+def _pieces(text: str) -> list[PathPiece] | None:
     pieces = []
     for part in text.split(", "):
         match = _PIECE.match(part)
@@ -180,14 +172,14 @@ def _pieces(text: str) -> list[Piece] | None:
             return None
         if match.group("verb"):
             up = float(match.group("up") or 0.0) * (-1 if match.group("updown") == "down" else 1)
-            kind = "walk" if match.group("verb") == "walked" else "fly"
-            pieces.append(Piece(kind, float(match.group("metres")), up))
+            kind = WALK if match.group("verb") == "walked" else FLY
+            pieces.append(PathPiece(kind, float(match.group("metres")), up))
         elif match.group("climb"):
             up = float(match.group("climbed")) * (1 if match.group("climb") == "climbed" else -1)
-            pieces.append(Piece("climb", up_m=up))
+            pieces.append(PathPiece(CLIMB, up_m=up))
         elif match.group("side"):
             sign = 1 if match.group("side") == "left" else -1
-            pieces.append(Piece("turn", turn_deg=sign * float(match.group("deg"))))
+            pieces.append(PathPiece(TURN, turn_deg=sign * float(match.group("deg"))))
     return pieces
 
 
@@ -266,7 +258,7 @@ def _answer(reading: Reading, value: float, unit: str = "m", prefix: str = "") -
     return f"The answer is {number} {unit}." if unit != "count" else f"The answer is {number}.", number
 
 
-def _steps(reading: Reading) -> list[tuple[int, list[Piece]]]:
+def _steps(reading: Reading) -> list[tuple[int, list[PathPiece]]]:
     """(key frame, pieces) of every step; raises when a step has no path account."""
     if reading.frames < 2:
         raise _Unanswerable("one key frame shows no motion")
@@ -276,14 +268,6 @@ def _steps(reading: Reading) -> list[tuple[int, list[Piece]]]:
             raise _Unanswerable(f"frame {j} gives no path")
         steps.append((j, pieces))
     return steps
-
-
-def _piece_words(piece: Piece) -> str:
-    if piece.kind == "turn":
-        return f"turned {'left' if piece.turn_deg > 0 else 'right'} {abs(piece.turn_deg):g} deg"
-    if piece.kind == "climb":
-        return f"{'climbed' if piece.up_m > 0 else 'descended'} {abs(piece.up_m):g} m"
-    return f"{'walked' if piece.kind == 'walk' else 'flew'} {piece.metres:g} m"
 
 
 # ------------------------------------------------------------------------------------------------ tasks
@@ -393,7 +377,7 @@ def _route(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     moving = False  # whether the previous piece was a leg (walk or flight)
     for j, pieces in _steps(reading):
         for piece in pieces:
-            if piece.kind in ("walk", "fly"):
+            if piece.kind in (WALK, FLY):
                 if legs and not moving:
                     label = turn_label(heading_change)
                     if label is None:
@@ -403,7 +387,7 @@ def _route(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
                         cited.append(f"{label} ({heading_change:+g} deg, by frame {j})")
                 legs += 0 if moving else 1
                 moving, heading_change = True, 0.0
-            elif piece.kind == "turn":
+            elif piece.kind == TURN:
                 heading_change += piece.turn_deg
                 moving = False
     if not turns:
@@ -418,7 +402,7 @@ def _ego_distance(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     parts: list[str] = []
     total = 0.0
     for j, pieces in _steps(reading):
-        metres = sum(p.metres if p.kind in ("walk", "fly") else abs(p.up_m) if p.kind == "climb" else 0.0
+        metres = sum(p.metres if p.kind in (WALK, FLY) else abs(p.up_m) if p.kind == CLIMB else 0.0
                      for p in pieces)  # fmt: skip
         if metres:
             parts.append(f"{metres:g} m by frame {j}")
@@ -433,7 +417,7 @@ def _ego_turn(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     total = 0.0
     for j, pieces in _steps(reading):
         for piece in pieces:
-            if piece.kind == "turn":
+            if piece.kind == TURN:
                 parts.append(f"{piece.turn_deg:+g} by frame {j}")
                 total += piece.turn_deg
     if not reading.options or abs(total) < 1.0:

@@ -311,7 +311,7 @@ class _Distractors:
     def draw(self, value: float) -> list[float] | None:
         """Three distractors for ``value`` (as displayed), or None (no options for it: see the class)."""
         fits = self._fits(self.shown(value)) if len(self.draws) else np.zeros(0, dtype=bool)
-        if not fits.any() or self.rng.random() >= fits.mean() / self.best:
+        if not fits.any() or self.rng.random() * self.best >= fits.mean():
             return None
         return [float(v) for v in self.draws[self.rng.choice(np.flatnonzero(fits))]]
 
@@ -341,8 +341,7 @@ def _numeric_drafts(
             options = [_fmt(v, unit) for v in values]
             drafts.append(_Draft(task, MC, text, window, _fmt(value, unit), options, "", objects))
     if NUMERIC in ctx.config.forms:
-        answer: float | int = int(value) if unit == "count" else round(float(value), 3)
-        drafts.append(_Draft(task, NUMERIC, text, window, answer, [], unit, objects))
+        drafts.append(_Draft(task, NUMERIC, text, window, round(float(value), 3), [], unit, objects))
     return drafts
 
 
