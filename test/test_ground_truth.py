@@ -57,23 +57,41 @@ def test_an_object_is_hidden_only_by_the_occluder(tmp_path: Path) -> None:
 
 def test_steps_name_the_true_motion_and_the_question_objects(perceiver: GroundTruthPerceiver) -> None:
     replies = perceiver.replies_for(scene.keyframes(), QUESTION)
-    assert replies[1] == (
-        "Action: move forward\n"
-        "Observation: Nothing new. Still in view: red chair ahead, near, 1 m; yellow lamp left, near, 2.5 m."
+    # Question objects come with their longest side and their centre on the map of key frame 0 (x ahead,
+    # y left of the camera there, z above the floor): the chair is a 0.6 m cube 2 m ahead at eye height,
+    # the lamp a 1.6 m tall cylinder at (3, 3 tan 25 deg).
+    assert replies[0] == (
+        "I see red chair ahead, near, 2 m, longest side 0.60 m, at (2.00, 0.00, 1.25); yellow lamp left, "
+        "far, 3.5 m, longest side 1.60 m, at (3.00, 1.40, 1.25). Positions are metres from where I stand: "
+        "x ahead, y left, z above the floor."
     )
-    # After turning 60 deg left the lamp (35 deg left before) is 25 deg to the right; the chair is gone.
-    assert replies[2] == (
-        "Action: rotate left\nObservation: Nothing new. Still in view: yellow lamp right, near, 2.5 m."
-    )
+    # Objects seen at an earlier key frame are not listed as new again.
+    assert replies[1] == "Action: move forward\nObservation: Nothing new."
+    assert replies[2] == "Action: rotate left\nObservation: Nothing new."
     other = perceiver.replies_for(scene.keyframes(), "How many stools are there?")
-    assert other[1].endswith("Nothing new. Question objects not in view.")
+    assert other[1] == "Action: move forward\nObservation: Nothing new." and "stool" not in " ".join(other)
     assert all(r.split("\n")[0].removeprefix("Action: ") in ACTIONS for r in replies[1:])
+
+
+def test_motion_questions_get_the_path_and_objects_keep_their_identity(
+    perceiver: GroundTruthPerceiver,
+) -> None:
+    question = "How far did I walk, and is the red chair still there?"
+    replies = perceiver.replies_for(scene.keyframes(), question)
+    # The walk is 1 m forward, then a turn of 60 deg to the left on the spot.
+    assert replies[1] == "Action: move forward\nObservation: Path: walked 1.00 m. Nothing new."
+    assert replies[2] == "Action: rotate left\nObservation: Path: turned left 60 deg. Nothing new."
+    # Turning away from the chair and back: the chair is the same one as in frame 0, not a new one.
+    back = perceiver.replies_for(scene.keyframes((0.0, 4.0, 0.0)), question)
+    assert "First seen" not in back[2] and back[2].endswith("Seen again: the same red chair as in frame 0.")
+    room = perceiver.replies_for(scene.keyframes((0.0,)), "What is the floor area of this room?")
+    assert room[0].endswith("The room is 10.00 m by 10.00 m.")
 
 
 def test_newly_visible_objects_are_listed_with_where_they_are(perceiver: GroundTruthPerceiver) -> None:
     # Turning back from 60 deg left to straight ahead brings the red chair back into view.
     replies = perceiver.replies_for(scene.keyframes((4.0, 0.0)), "Where is the sofa?")
-    assert replies[1].startswith("Action: rotate right\nObservation: New: red chair ahead, near, 2 m")
+    assert replies[1].startswith("Action: rotate right\nObservation: First seen: red chair ahead, near, 2 m")
 
 
 def test_descriptions_have_the_form_a_vlm_reply_gets(perceiver: GroundTruthPerceiver) -> None:
@@ -88,7 +106,9 @@ def test_descriptions_have_the_form_a_vlm_reply_gets(perceiver: GroundTruthPerce
     with_poses = perceiver.describe(scene.keyframes(poses=True), QUESTION)
     assert with_poses[1].action == "I moved forward 1.0 m" and with_poses[1].action_source == "odometry"
     assert [d.observation for d in with_poses] == [d.observation for d in descriptions]
-    batch = perceiver.replies([PerceptionQuery(keyframes, QUESTION), PerceptionQuery(keyframes[:1], "x")])
+    batch = perceiver.replies(
+        [PerceptionQuery(keyframes, QUESTION), PerceptionQuery(keyframes[:1], QUESTION)]
+    )
     assert batch == [replies, replies[:1]]
     assert perceiver.label == "ground-truth:scene.json"
 

@@ -650,7 +650,11 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         outcome = node.ask(QueryRequest("Is the red chair nearer than the yellow lamp?", ("yes", "no")))
         assert outcome.success, outcome.message
         descriptions = list(outcome.answer.keyframe_descriptions)
-        assert descriptions[0] == "I see red chair ahead, near, 2 m; yellow lamp left, far, 3.5 m."
+        assert descriptions[0] == (
+            "I see red chair ahead, near, 2 m, longest side 0.60 m, at (2.00, 0.00, 1.25); yellow lamp "
+            "left, far, 3.5 m, longest side 1.60 m, at (3.00, 1.40, 1.25). Positions are metres from where I "
+            "stand: x ahead, y left, z above the floor."
+        )
         assert descriptions[1].startswith("After move forward: ")  # no odometry: the instrument's label
     finally:
         node.destroy_node()

@@ -252,8 +252,8 @@ def test_errors_are_reported_by_name_and_the_rest_is_processed(worlds, tiny_mode
     source = worlds["mcap"].parent
     shutil.copytree(source / "scene_0000", tmp_path / "scene_0000")
     shutil.copytree(source / "scene_0001", tmp_path / "scene_0001")
-    questions = [q for q in read_questions(worlds["mcap"]) if not q.id.startswith("scene_0002")]
-    good = [q for q in questions if q.id.startswith("scene_0000")]
+    questions = [q for q in read_questions(worlds["mcap"]) if not q.bag.startswith("scene_0002/")]
+    good = [q for q in questions if q.bag.startswith("scene_0000/")]
     from dataclasses import replace
 
     outside = replace(
@@ -271,7 +271,7 @@ def test_errors_are_reported_by_name_and_the_rest_is_processed(worlds, tiny_mode
     }
     assert "outside" in failures["outside"] or "lies outside" in failures["outside"]
     assert "scene_9999" in failures["missing-bag"] and "does not exist" in failures["missing-bag"]
-    scene1 = [q.id for q in questions if q.id.startswith("scene_0001")]
+    scene1 = [q.id for q in questions if q.bag.startswith("scene_0001/")]
     assert set(scene1) <= set(failures) and all("scene_0001" in failures[i] for i in scene1)
     assert [r["id"] for r in _records(out)] == sorted(q.id for q in good)
 

@@ -159,7 +159,8 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
         synthesize(small_config(b, storage=storage, scenes=2, preview=True, duration_s=2.0))
         synthesize(small_config(c, storage=storage, scenes=2, preview=True, duration_s=2.0, seed=4))
         files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-        assert len(files) == 11  # 2 x (bag file, metadata.yaml, questions, scene.json, preview) + questions
+        # 2 x (bag file, metadata.yaml, questions, scene.json, preview) + questions + generation.json
+        assert len(files) == 12
         assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
         _, mismatch, errors = filecmp.cmpfiles(a, b, [str(f) for f in files], shallow=False)
         assert not mismatch and not errors, mismatch

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 from embodied_r_training.synth.questions import (
-    LETTERS,
     TASKS,
     QuestionConfig,
     closest_object,
@@ -25,6 +24,7 @@ from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, Sta
 from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
 from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
 
+from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question, bag_path, read_questions, write_questions
 
 PIXELS = 160 * 120
@@ -56,7 +56,7 @@ def still(duration: float = 20.0) -> Trajectory:
 
 
 def letter_text(q: Question) -> str:
-    return q.options[LETTERS.index(q.answer)]
+    return q.options[OPTION_LETTERS.index(q.answer)]
 
 
 # ------------------------------------------------------------------------------------------ ground truth
@@ -234,8 +234,21 @@ def test_appearance_order_from_rendered_frames() -> None:
     )
     order = [q for q in questions if q.task == "appearance_order"]
     assert order and order[0].answer_text == "red box, blue box, green box"
-    turns = [q for q in questions if q.task == "ego_turn" and q.end_s - q.start_s > 12]
-    assert turns and turns[0].answer_text == "left, about 300 degrees"
+    # Turns are the net change of heading, unwrapped past 180 deg. Windows are drawn at random (and an
+    # ego_turn question is asked only when its options can be drawn), so a few draws find the whole turn.
+    turns = [
+        q
+        for seed in range(6)
+        for q in generate_questions(
+            world, traj, vis, np.random.default_rng(seed), config=QuestionConfig(per_task=3)
+        )
+        if q.task == "ego_turn"
+    ]
+    for q in turns:
+        amount = round((traj.yaw_deg(q.end_s) - traj.yaw_deg(q.start_s)) / 15) * 15
+        assert q.answer_text == f"left, about {amount} degrees"
+    whole = [q for q in turns if q.end_s - q.start_s >= 12]
+    assert whole and all(q.answer_text == "left, about 300 degrees" for q in whole)
 
 
 def test_letters_are_balanced_and_options_plausible() -> None:

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # The fields whose flags follow --size in the help, in field order.
 _AFTER_SIZE = (
     "rate_hz", "duration_s", "storage", "compressed", "jpeg_quality", "outdoor", "preview", "hfov_deg",
-    "questions_per_task", "start_s", "jobs",
+    "questions_per_task", "start_s", "jobs", "max_keyframes",
 )  # fmt: skip
 
 
@@ -46,5 +46,9 @@ def run_synth(args: argparse.Namespace) -> int:
         extra = f", preview {r.directory / 'preview.png'}" if config.preview else ""
         print(f"{r.directory}: {r.frames} frames, {len(r.questions)} questions{extra}")
     total = sum(len(r.questions) for r in results)
+    dropped = sum(r.screened.dropped for r in results)
     print(f"{len(results)} scene(s), {total} questions: {config.out / 'questions.jsonl'}")
+    print(
+        f"{dropped} questions dropped as not answerable from their prompt: {config.out / 'generation.json'}"
+    )
     return 0

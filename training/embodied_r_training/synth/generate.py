@@ -7,18 +7,26 @@
     DIR/scene_0000/scene.json         the world (room, objects), trajectory segments, camera, timing
     DIR/scene_0000/preview.png        with --preview: top-down map + a strip of frames
     DIR/questions.jsonl               all scenes' questions in one file (``bag`` relative to DIR)
+    DIR/generation.json               settings, and per task the questions kept and dropped (below)
 
 Scene i depends only on (S, i): the same seed gives the same bags, questions and previews byte for byte
 (message times start at ``--start-time``, never at the wall clock), and adding scenes leaves earlier ones
 unchanged. Indoor scenes are rooms walked through at eye height; ``--outdoor`` gives drone flights over a
 plaza.
 
+Only answerable questions are written (:mod:`.answerable`): each candidate question is kept when the oracle
+reasoner answers it correctly from the prompt ``embodied-r prepare --vlm-backend ground_truth
+--max-keyframes N`` will build for it (its key frames read back from the written bag, ground-truth
+descriptions); the others are dropped and counted per task (log, ``generation.json``). Pass prepare the
+same ``--max-keyframes`` as synth (default: the core's 32), or the key frames, and the prompts, differ.
+
 questions.jsonl (one JSON object per line, UTF-8; consumed by the data-set builder):
 
 ==============  =============================================================================================
 key             meaning
 ==============  =============================================================================================
-id              unique id, "scene_0000-007"
+id              unique id, "indoor-seed7-scene_0000-007": environment, seed, scene, number, so that sets
+                of other seeds or the other environment never share an id
 bag             bag directory, relative to the directory of this questions file
 start_s, end_s  the question's time window in seconds from the bag's first message (ms-rounded, inclusive)
 start_ns,       the same window as absolute stamps in ns (bag time = header stamp); frame stamps are
@@ -47,10 +55,11 @@ from pathlib import Path
 
 import numpy as np
 
-from embodied_r_ros.config import REQUIRED, ConfigError, param
+from embodied_r_ros.config import REQUIRED, ConfigError, KeyFrameConfig, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import Question, write_questions
 
+from .answerable import AnswerableScreen, ScreenCounts
 from .bag_writer import STORAGES, BagOptions, SceneBagWriter
 from .questions import QuestionConfig, generate_questions
 from .render import CameraModel, Renderer
@@ -97,6 +106,12 @@ class SynthConfig:
         flag="--start-time",
     )
     jobs: int = param(1, "scenes rendered in parallel processes (1)", flag="--jobs")
+    max_keyframes: int = param(
+        KeyFrameConfig().max_keyframes,
+        "key frames per question, as `embodied-r prepare --max-keyframes` will use: questions not "
+        f"answerable from those key frames are dropped ({KeyFrameConfig().max_keyframes})",
+        flag="--max-keyframes",
+    )
 
     def __post_init__(self) -> None:
         def check(ok: bool, message: str) -> None:
@@ -126,6 +141,18 @@ class SynthConfig:
         )
         check(0 <= self.start_s < 2**32, f"--start-time must be in [0, 2^32) seconds, got {self.start_s}")
         check(self.jobs >= 1, f"--jobs must be >= 1, got {self.jobs}")
+        lowest = KeyFrameConfig().min_keyframes
+        check(self.max_keyframes >= lowest, f"--max-keyframes must be >= {lowest}, got {self.max_keyframes}")
+
+    @property
+    def keyframes(self) -> KeyFrameConfig:
+        """The key-frame settings of `embodied-r prepare --max-keyframes` (questions are screened on them)."""
+        return KeyFrameConfig(max_keyframes=self.max_keyframes)
+
+    @property
+    def environment(self) -> str:
+        """ "indoor" or "outdoor"."""
+        return "outdoor" if self.outdoor else "indoor"
 
     @property
     def n_frames(self) -> int:
@@ -152,6 +179,7 @@ class SceneResult:
     questions: list[Question] = field(default_factory=list)
     seconds: float = 0.0
     bag_bytes: int = 0
+    screened: ScreenCounts = field(default_factory=ScreenCounts)
 
 
 def frame_times(config: SynthConfig) -> np.ndarray:
@@ -190,17 +218,6 @@ def synthesize_scene(config: SynthConfig, index: int) -> SceneResult:
                 strip.append((float(t), frame.image))
         bag_bytes = bag.bytes
     name = directory.name
-    questions = generate_questions(
-        world,
-        trajectory,
-        recorder.result(),
-        np.random.default_rng(question_seq),
-        bag=BAG_DIR,
-        scene_id=name,
-        start_ns=config.start_ns,
-        config=QuestionConfig(per_task=config.questions_per_task),
-    )
-    write_questions(directory / "questions.jsonl", questions)
     scene = {
         "scene": name,
         "seed": config.seed,
@@ -216,6 +233,22 @@ def synthesize_scene(config: SynthConfig, index: int) -> SceneResult:
         "trajectory": trajectory.to_dict(),
     }
     (directory / "scene.json").write_text(json.dumps(scene, indent=1) + "\n", encoding="utf-8")
+    # Questions are screened on the prompts prepare will build from the bag just written.
+    screen = AnswerableScreen(directory / BAG_DIR, directory / "scene.json", config.keyframes)
+    questions = generate_questions(
+        world,
+        trajectory,
+        recorder.result(),
+        np.random.default_rng(question_seq),
+        bag=BAG_DIR,
+        scene_id=f"{world.kind}-seed{config.seed}-{name}",
+        start_ns=config.start_ns,
+        config=QuestionConfig(
+            per_task=config.questions_per_task, candidate_fps=config.keyframes.candidate_fps
+        ),
+        screen=screen,
+    )
+    write_questions(directory / "questions.jsonl", questions)
     if config.preview:
         from .preview import write_preview
 
@@ -226,14 +259,16 @@ def synthesize_scene(config: SynthConfig, index: int) -> SceneResult:
         write_preview(directory / "preview.png", world, trajectory, strip, end_s, title)
     seconds = time.perf_counter() - started
     logger.info(
-        "%s: %d frames, %d questions, %.1f MB of messages in %.1f s",
+        "%s: %d frames, %d questions (%d dropped: not answerable from their prompt), %.1f MB of messages "
+        "in %.1f s",
         name,
         len(times),
         len(questions),
+        screen.counts.dropped,
         bag_bytes / 1e6,
         seconds,
     )
-    return SceneResult(index, directory, len(times), questions, seconds, bag_bytes)
+    return SceneResult(index, directory, len(times), questions, seconds, bag_bytes, screen.counts)
 
 
 def synthesize(config: SynthConfig) -> list[SceneResult]:
@@ -252,7 +287,35 @@ def synthesize(config: SynthConfig) -> list[SceneResult]:
             results = list(pool.map(synthesize_scene, [config] * config.scenes, range(config.scenes)))
     combined = [replace(q, bag=f"{r.directory.name}/{q.bag}") for r in results for q in r.questions]
     write_questions(config.out / "questions.jsonl", combined)
+    report = generation_report(config, results)
+    (config.out / "generation.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    logger.info(
+        "%d questions kept, %d dropped (not answerable from their prompt): %s",
+        report["kept"],
+        report["dropped"],
+        ", ".join(f"{task} {c['kept']}/{c['kept'] + c['dropped']}" for task, c in report["tasks"].items()),
+    )
     return results
+
+
+def generation_report(config: SynthConfig, results: list[SceneResult]) -> dict:
+    """What ``generation.json`` holds: the settings that shaped the questions and, per task, the questions
+    kept and dropped (no_answer: the oracle found the prompt does not determine it; wrong: it answered
+    wrongly). Deterministic: no times, no paths."""
+    counts = ScreenCounts()
+    for result in results:
+        counts.merge(result.screened)
+    tasks = counts.as_dict()
+    return {
+        "environment": config.environment,
+        "seed": config.seed,
+        "scenes": config.scenes,
+        "questions_per_task": config.questions_per_task,
+        "keyframes": {"candidate_fps": config.keyframes.candidate_fps, "max_keyframes": config.max_keyframes},
+        "kept": sum(c["kept"] for c in tasks.values()),
+        "dropped": counts.dropped,
+        "tasks": tasks,
+    }
 
 
 def parse_size(text: str) -> tuple[int, int]:

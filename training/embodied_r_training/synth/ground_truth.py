@@ -2,36 +2,56 @@
 
 A measuring instrument, never a VLM: for bags written by ``embodied-r synth`` it computes the descriptions
 from the scene's geometry (``scene.json``), so the reasoner can be trained and evaluated apart from
-perception errors, as the paper's analysis separates reasoning from perception.
+perception errors, as the paper's analysis separates reasoning from perception. Every task's evidence is
+in the text (``embodied_r_training.eval.oracle`` answers from it alone); the generator keeps only the
+questions whose key frames carry it.
 
 For each key frame, its stamp gives t = (stamp_ns - scene start_ns) / 1e9 and the TRUE camera pose at t
 from the scene's trajectory (not the odometry the frame may carry). The id mask rendered at that pose (at
 ``render_width`` pixels across, 160 by default, for speed) says which objects are in view: an object is
-listed when it covers at least ``min_fraction`` of the image (0.2 %, the threshold questions use for
-"seen", see :mod:`.visibility`), so occlusion counts. Each listed object is named as questions name it
-(colour + category, e.g. "red chair"), with:
+in view when it covers at least ``min_fraction`` of the image (0.2 %, the threshold questions use for
+"seen", see :mod:`.visibility`), so occlusion counts. Each object is named as questions name it (colour +
+category, e.g. "red chair") and described as ``<name> <direction>, <near|far>, <distance> m``:
 
 - direction, from the centre of its visible pixels: the horizontal angle off the optical axis gives
   ahead (< 8 deg), ahead-left / ahead-right (< 22 deg), left / right (beyond); a ray more than 40 deg
   below (above) the horizon adds "below" ("above");
 - near or far: nearer than 2.5 m indoors, 20 m outdoors, is near;
-- distance from the camera to the object's CENTRE (3D), as questions measure distances between objects,
-  rounded as a person would read it: to 0.5 m below 5 m (at least 0.5 m), to whole metres beyond.
+- distance from the camera to the object's CENTRE (3D), rounded as a person would read it: to 0.5 m
+  below 5 m (at least 0.5 m), to whole metres beyond.
+
+Question objects (see below) also get ``, longest side <s> m, at (<x>, <y>, <z>)``: the longest of the
+object's length, width and height (what object_size asks), and its centre on a map fixed at the first key
+frame: x metres ahead of and y metres to the left of where the camera stood (horizontally, along its
+heading then), z metres above the floor (outdoors: the ground). Metres are given to 0.01 m indoors and
+0.1 m outdoors, so that distances between centres (abs_distance, relative_distance) and directions between
+objects (relative_direction) follow from the positions to within a few percent.
 
 Replies are written in exactly the form the VLM prompts ask for (:mod:`embodied_r_ros.prompts`) and parsed
 by the same :func:`~embodied_r_ros.perception.parse_descriptions`:
 
 - key frame 0: ``I see <the nearest MAX_SCENE objects and every question object in view>.`` (nearest
-  first) or ``No objects in view.``;
+  first) or ``No objects in view.``; ``Positions are metres from where I stand: x ahead, y left, z above
+  the floor.`` when the question names objects; ``The room is <X> m by <Y> m.`` (its floor's two sides)
+  when the question asks about the room (indoors);
 - key frame j >= 1: ``Action: <one of the paper's ten labels, from the true motion between the two poses
-  (embodied_r_ros.ego_motion)>`` and ``Observation: New: <objects in view now but not at j-1>. Still in
-  view: <question objects in view at both>.``; ``Question objects not in view.`` when the question names
-  objects and none is in view.
+  (embodied_r_ros.ego_motion)>`` and ``Observation:`` with, in this order:
+
+  * ``Path: <what I did since key frame j-1>.`` when the question asks about my motion (travel, turns,
+    walking, flying, altitude): the trajectory's pieces in order, "walked D m" / "flew D m (up Z m)"
+    (D the distance along the path, Z the change of altitude), "climbed Z m" / "descended Z m", "turned
+    left A deg" (the heading's change; consecutive pieces of one kind merged; pauses and camera tilts
+    left out; "stood still" when nothing remains). Summed over the key frames they give the distance
+    travelled, the net turn, the altitude change and the turns between legs;
+  * ``First seen: <objects in view now and at no earlier key frame>.`` (the nearest MAX_NEW and every
+    question object) or ``Nothing new.``;
+  * ``Seen again: the same <name> as in frame <k>; ...`` for question objects back in view after an
+    absence (k: the key frame that first showed it), so that no object is listed as new twice.
 
 Question objects are found from the question and option TEXT, as a VLM would: an object's name (or
 "colour + plural"), or its category alone (singular or plural: every object of that category). Texts are
-kept short (about 20-40 tokens a key frame): the reasoner is small and prompt length sets training time.
-Deterministic; a key frame costs one low-resolution id render (a few ms).
+kept short: the reasoner is small and prompt length sets training time. Deterministic; a key frame costs one
+low-resolution id render (a few ms).
 """
 
 from __future__ import annotations
@@ -53,7 +73,7 @@ from embodied_r_ros.perception import Description, PerceptionQuery, parse_descri
 
 from .questions import plural
 from .render import CameraModel, Renderer
-from .trajectory import Trajectory
+from .trajectory import CLIMB, FLY, LOOK, TURN, WALK, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION
 from .world import INDOOR, SceneObject, World
 
@@ -63,14 +83,17 @@ DEFAULT_SCENE_FILE = "scene.json"  # what `embodied-r synth` writes beside each 
 LABEL_PREFIX = "ground-truth:"
 DESCRIPTION = "ground-truth perception (simulator geometry, not a VLM)"
 RENDER_WIDTH = 160
-MAX_SCENE = 5  # objects listed at key frame 0 besides the question's
-MAX_NEW = 4  # newly visible objects listed at a later key frame
+MAX_SCENE = 4  # objects listed at key frame 0 besides the question's
+MAX_NEW = 3  # newly visible objects listed at a later key frame besides the question's
 AHEAD_DEG = 8.0
 AHEAD_SIDE_DEG = 22.0
 ABOVE_BELOW_DEG = 40.0
 NEAR_INDOOR_M = 2.5
 NEAR_OUTDOOR_M = 20.0
 STAMP_SLACK_S = 0.5  # a key frame may lie this far outside the scene's recording (rounding, a late frame)
+# Questions that ask about my own motion get the path account (see the module docstring).
+MOTION_WORDS = re.compile(r"\b(travel\w*|turn\w*|walk\w*|fly|flew|flight|altitude|route)\b", re.IGNORECASE)
+ROOM_WORDS = re.compile(r"\broom\b", re.IGNORECASE)
 
 
 class GroundTruthError(ValueError):
@@ -245,6 +268,94 @@ def action_label(previous: Pose, current: Pose) -> str:
     return label
 
 
+def format_metres(metres: float, indoor: bool) -> str:
+    """Metres as measurements are written: to 0.01 m indoors, to 0.1 m outdoors (never "-0.00")."""
+    text = f"{metres:.2f}" if indoor else f"{metres:.1f}"
+    return text[1:] if text.lstrip("-0.") == "" and text.startswith("-") else text
+
+
+def heading_deg(pose: Pose) -> float:
+    """The horizontal heading of a camera pose (degrees, counter-clockwise from the world's x axis)."""
+    forward = quaternion_to_matrix(pose.orientation)[:, 0]
+    return math.degrees(math.atan2(forward[1], forward[0]))
+
+
+def map_position(origin: Pose, point: Sequence[float]) -> tuple[float, float, float]:
+    """``point`` (world metres) on the map of ``origin``: metres ahead of and left of where the camera
+    stood, along its heading, and the world height (above the floor or the ground)."""
+    yaw = math.radians(heading_deg(origin))
+    dx, dy = point[0] - origin.position[0], point[1] - origin.position[1]
+    ahead = math.cos(yaw) * dx + math.sin(yaw) * dy
+    left = -math.sin(yaw) * dx + math.cos(yaw) * dy
+    return ahead, left, float(point[2])
+
+
+@dataclass(frozen=True)
+class PathPiece:
+    """One piece of the camera's path between two key frames: ``kind`` walk, fly, climb or turn;
+    ``metres`` along the path (walk, fly), ``up_m`` the change of altitude (fly, climb), ``turn_deg`` the
+    change of heading (turn, positive = left)."""
+
+    kind: str
+    metres: float = 0.0
+    up_m: float = 0.0
+    turn_deg: float = 0.0
+
+
+def path_pieces(trajectory: Trajectory, t0: float, t1: float) -> list[PathPiece]:
+    """The pieces of the path between ``t0`` and ``t1`` seconds, in order, consecutive ones of one kind
+    merged; pauses and camera tilts (no travel, no heading change) are left out."""
+    pieces: list[PathPiece] = []
+    for segment, (a, b) in zip(trajectory.segments, trajectory.segment_bounds, strict=True):
+        lo, hi = max(a, t0), min(b, t1)
+        if hi <= lo:
+            continue
+        up = float(trajectory.position(hi)[2] - trajectory.position(lo)[2])
+        if segment.kind in (WALK, FLY):
+            piece = PathPiece(segment.kind, trajectory.path_length(lo, hi), up)
+        elif segment.kind == CLIMB:
+            piece = PathPiece(CLIMB, up_m=up)
+        elif segment.kind in (TURN, LOOK):
+            piece = PathPiece(TURN, turn_deg=trajectory.yaw_deg(hi) - trajectory.yaw_deg(lo))
+        else:
+            continue
+        if pieces and pieces[-1].kind == piece.kind:
+            last = pieces[-1]
+            piece = PathPiece(
+                piece.kind, last.metres + piece.metres, last.up_m + piece.up_m, last.turn_deg + piece.turn_deg
+            )
+            pieces[-1] = piece
+        else:
+            pieces.append(piece)
+    return pieces
+
+
+def path_text(pieces: Sequence[PathPiece], indoor: bool) -> str:
+    """The path account of one step: "walked 1.20 m, turned left 90 deg"; "stood still" when no piece
+    survives the rounding."""
+    words = []
+    for piece in pieces:
+        if piece.kind == TURN:
+            if round(abs(piece.turn_deg)) >= 1:
+                side = "left" if piece.turn_deg > 0 else "right"
+                words.append(f"turned {side} {abs(piece.turn_deg):.0f} deg")
+            continue
+        up = format_metres(abs(piece.up_m), indoor)
+        flat = float(up) == 0.0
+        if piece.kind == CLIMB:
+            if not flat:
+                words.append(f"{'climbed' if piece.up_m > 0 else 'descended'} {up} m")
+            continue
+        metres = format_metres(piece.metres, indoor)
+        if float(metres) == 0.0:
+            continue
+        verb = "walked" if piece.kind == WALK else "flew"
+        words.append(
+            f"{verb} {metres} m" + ("" if flat else f" ({'up' if piece.up_m > 0 else 'down'} {up} m)")
+        )
+    return ", ".join(words) if words else "stood still"
+
+
 class GroundTruthPerceiver:
     """Perception of one synthetic scene from its geometry (a :class:`KeyFramePerceiver`; see the module).
 
@@ -261,7 +372,8 @@ class GroundTruthPerceiver:
     ) -> None:
         self.scene = load_scene(scene_json)
         self.views = SceneViews(self.scene, render_width, min_fraction)
-        self._near_m = NEAR_INDOOR_M if self.scene.world.kind == INDOOR else NEAR_OUTDOOR_M
+        self.indoor = self.scene.world.kind == INDOOR
+        self._near_m = NEAR_INDOOR_M if self.indoor else NEAR_OUTDOOR_M
 
     @property
     def label(self) -> str:
@@ -274,41 +386,83 @@ class GroundTruthPerceiver:
         direction = direction_words(view.bearing_deg, view.elevation_deg)
         return f"{view.object.name} {direction}, {nearness}, {round_distance(view.distance_m):g} m"
 
+    def measured_phrase(self, view: ObjectView, origin: Pose) -> str:
+        """A question object in words, with its longest side and its centre on the map of ``origin``:
+        "red chair ahead, near, 2 m, longest side 0.90 m, at (2.00, 0.00, 0.45)"."""
+        position = ", ".join(
+            format_metres(v, self.indoor) for v in map_position(origin, view.object.position)
+        )
+        size = format_metres(view.object.longest_dimension, self.indoor)
+        return f"{self.phrase(view)}, longest side {size} m, at ({position})"
+
     def replies_for(
         self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
     ) -> list[str]:
         """The raw replies for one query's key frames, in the form the VLM prompts ask for."""
         asked = {o.id for o in mentioned_objects(self.scene.world, question, options)}
+        motion = MOTION_WORDS.search(question) is not None
+        room = self.indoor and self.scene.world.room is not None and ROOM_WORDS.search(question) is not None
+        times = [self._time_s(k.frame.stamp_ns) for k in keyframes]
         poses = [self.views.pose_at(k.frame.stamp_ns) for k in keyframes]
         seen = [self.views.views(pose) for pose in poses]
+        first: dict[int, int] = {}  # object id -> the key frame that first showed it
         replies = []
         for j, views in enumerate(seen):
             if j == 0:
-                replies.append(self._scene_reply(views, asked))
+                replies.append(self._scene_reply(views, asked, poses[0], room))
             else:
+                account = path_text(path_pieces(self.scene.trajectory, times[j - 1], times[j]), self.indoor)
                 before = {view.id for view in seen[j - 1]}
-                replies.append(self._step_reply(poses[j - 1], poses[j], views, before, asked))
+                observation = self._step_observation(j, views, before, first, asked, poses[0])
+                if motion:
+                    observation = f"Path: {account}. {observation}"
+                replies.append(f"Action: {action_label(poses[j - 1], poses[j])}\nObservation: {observation}")
+            for view in views:
+                first.setdefault(view.id, j)
         return replies
 
-    def _scene_reply(self, views: list[ObjectView], asked: set[int]) -> str:
-        listed = [v for i, v in enumerate(views) if i < MAX_SCENE or v.id in asked]
-        if not listed:
-            return "No objects in view." + (" Question objects not in view." if asked else "")
-        return "I see " + "; ".join(self.phrase(v) for v in listed) + "."
+    def _time_s(self, stamp_ns: int) -> float:
+        return (stamp_ns - self.scene.start_ns) / NS_PER_S
 
-    def _step_reply(
-        self, previous: Pose, current: Pose, views: list[ObjectView], before: set[int], asked: set[int]
+    def _listed(self, views: list[ObjectView], asked: set[int], most: int, origin: Pose) -> list[str]:
+        """The phrases of the nearest ``most`` of ``views`` and of every question object among them."""
+        return [
+            self.measured_phrase(v, origin) if v.id in asked else self.phrase(v)
+            for i, v in enumerate(views)
+            if i < most or v.id in asked
+        ]
+
+    def _scene_reply(self, views: list[ObjectView], asked: set[int], origin: Pose, room: bool) -> str:
+        listed = self._listed(views, asked, MAX_SCENE, origin)
+        parts = ["I see " + "; ".join(listed) + "." if listed else "No objects in view."]
+        if asked:
+            floor = "the floor" if self.indoor else "the ground"
+            parts.append(f"Positions are metres from where I stand: x ahead, y left, z above {floor}.")
+        if room and self.scene.world.room is not None:
+            x, y = (format_metres(v, self.indoor) for v in self.scene.world.room.size[:2])
+            parts.append(f"The room is {x} m by {y} m.")
+        return " ".join(parts)
+
+    def _step_observation(
+        self,
+        j: int,
+        views: list[ObjectView],
+        before: set[int],
+        first: dict[int, int],
+        asked: set[int],
+        origin: Pose,
     ) -> str:
-        new = [v for v in views if v.id not in before]
-        listed = new[:MAX_NEW] + [v for v in new[MAX_NEW:] if v.id in asked]
-        shown = {v.id for v in listed}
-        still = [v for v in views if v.id in asked and v.id not in shown]
-        parts = ["New: " + "; ".join(self.phrase(v) for v in listed) + "." if listed else "Nothing new."]
-        if still:
-            parts.append("Still in view: " + "; ".join(self.phrase(v) for v in still) + ".")
-        elif asked and not any(v.id in asked for v in views):
-            parts.append("Question objects not in view.")
-        return f"Action: {action_label(previous, current)}\nObservation: {' '.join(parts)}"
+        new = [v for v in views if v.id not in first]
+        listed = self._listed(new, asked, MAX_NEW, origin)
+        parts = ["First seen: " + "; ".join(listed) + "." if listed else "Nothing new."]
+        again = [
+            f"the same {v.object.name} as in frame {first[v.id]}"
+            for v in views
+            if v.id in asked and v.id in first and v.id not in before
+        ]
+        if again:
+            parts.append("Seen again: " + "; ".join(again) + ".")
+        return " ".join(parts)
 
     def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
         """The raw replies of several queries (each computed on its own; there is no batch to share)."""

@@ -9,7 +9,7 @@ task                 forms    ground truth
 appearance_order     mc       order of first sighting (>= 0.2 % of the image) of 3 objects
 relative_direction   mc       standing at A facing B: C's quadrant (front/back x left/right)
 relative_distance    mc       which of 3-4 objects has its centre closest to A's centre
-object_count         mc, num  objects of one category seen in the window
+object_count         num      objects of one category seen in the window
 abs_distance         mc, num  distance between two objects' centres (m)
 object_size          mc, num  an object's longest dimension (m)
 room_size            mc, num  the room's floor area (m^2, indoor only)
@@ -23,10 +23,23 @@ Rules that keep every answer unambiguous: an object never seen in a question's w
 it; horizontal geometry is used for directions; a question is skipped rather than asked when its answer
 is near a decision boundary (quadrant boundaries within 15 deg, a runner-up within 15 % of the closest,
 appearance times within 0.5 s, a category member that is only barely visible, turn angles near the
-labels' limits). Multiple-choice options are texts (no letters); the correct option's position is chosen
-so that the letters stay balanced over a scene's questions; distractors are plausible (other
-permutations, the other quadrants, nearby objects, values 0.4x-2.3x the truth that differ from each
-other by at least 20 %). Numeric answers are SI: metres, square metres, counts.
+labels' limits). Windows that do not span the whole clip start and end on the key-frame candidate grid
+(``candidate_fps`` per second from the first frame), so the key frames cover them from end to end.
+
+Rules that keep options from giving the answer away (a reader who sees only the options should do no
+better than chance, :mod:`embodied_r_training.eval.baselines`): the correct option's letter is chosen so
+that the letters stay balanced over a scene's questions; a numeric answer's rank among its sorted options
+is uniform (neighbouring options 25-60 % apart, all inside a plausible range of the task), and so is the
+amount's in ego_turn and ego_altitude options, whose directions are drawn at random; among a task's
+candidate questions each distinct answer is equally likely to be asked (e.g. the four quadrants); route
+distractors are turn sequences drawn as true routes are distributed, not edits of the truth (the one
+option a single edit away from all others would be the truth). Counts are asked in numeric form only, as
+VSI-Bench does: most categories are seen once, and no set of count options hides that from a blind reader
+(one who always picks "1" would be right in most questions).
+
+An optional :class:`QuestionScreen` (``embodied-r synth`` passes one, see :mod:`.answerable`) sees every
+question before it is kept and refuses the ones no reader of their prompt could answer; the next candidate
+of the task is tried instead.
 
 The questions are :class:`embodied_r_ros.question_file.Question` records; that module reads and writes
 their file (``questions.jsonl``).
@@ -36,17 +49,22 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
+from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.keyframes import candidate_indices
+from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question
 
 from .trajectory import MOVING_KINDS, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION, Visibility
-from .world import INDOOR, SceneObject, World
+from .world import INDOOR, SceneObject, World, random_room
 
 TASKS = (
     "appearance_order",
@@ -62,9 +80,16 @@ TASKS = (
     "ego_altitude",
 )
 QUADRANTS = ("front-left", "front-right", "back-left", "back-right")
-LETTERS = "ABCDEFGH"
 _PLURALS = {"box": "boxes", "bookshelf": "bookshelves"}
-_RATIOS = (0.4, 0.55, 0.7, 1.35, 1.6, 1.9, 2.3)
+# Random draws of objects per task: many are dropped when their key frames miss an object (the screen).
+DRAFT_TRIES = 200
+# Rooms drawn to stand beside the true one in room_size options; random windows for my-motion questions.
+ROOM_DRAWS = 40
+TRAVEL_WINDOWS = 40
+# True routes' turn sequences: how many turns (1, 2, 3) and which turn, as the walks and flights give them
+# (measured on 1,200 generated scenes: 92 routes).
+ROUTE_LENGTHS = (0.83, 0.15, 0.02)
+ROUTE_TURNS = {"turn left": 0.37, "turn right": 0.37, "turn around": 0.26}
 
 
 # ---------------------------------------------------------------------------------------- ground truth
@@ -141,15 +166,19 @@ def plural(category: str) -> str:
 
 @dataclass(frozen=True)
 class QuestionConfig:
-    """How many questions of each task and form per scene, and the visibility threshold."""
+    """How many questions of each task and form per scene, the visibility threshold and the key-frame
+    candidate rate (windows start and end on its grid)."""
 
     per_task: int = 2
     min_fraction: float = DEFAULT_MIN_FRACTION
     forms: tuple[str, ...] = (MC, NUMERIC)
+    candidate_fps: float = KeyFrameConfig().candidate_fps
 
     def __post_init__(self) -> None:
         if self.per_task < 1:
             raise ValueError(f"per_task must be >= 1, got {self.per_task}")
+        if not self.candidate_fps > 0:
+            raise ValueError(f"candidate_fps must be > 0, got {self.candidate_fps}")
         if not 0 < self.min_fraction < 1:
             raise ValueError(f"min_fraction must be in (0, 1), got {self.min_fraction}")
         unknown = set(self.forms) - {MC, NUMERIC}
@@ -172,6 +201,18 @@ class _Draft:
     objects: tuple[int, ...] = ()
 
 
+class QuestionScreen(Protocol):
+    """Decides which questions are kept (``embodied-r synth``: the ones answerable from their prompt)."""
+
+    def prepare(self, windows_ns: Sequence[tuple[int, int]]) -> None:
+        """Called once, before any :meth:`accept`, with every window (bag stamps) a question may have."""
+        ...
+
+    def accept(self, question: Question) -> bool:
+        """Whether ``question`` is kept."""
+        ...
+
+
 class _Context:
     """What the task generators share: the scene, its seen objects and the numbers of a window."""
 
@@ -183,6 +224,7 @@ class _Context:
         end_s: float,
         config: QuestionConfig,
         rng: np.random.Generator,
+        start_ns: int = 0,
     ) -> None:
         self.world = world
         self.trajectory = trajectory
@@ -193,6 +235,24 @@ class _Context:
         self.indoor = world.kind == INDOOR
         self.scale = 1.0 if self.indoor else 8.0  # outdoor distances are about this much larger
         self.seen = [world.object(i) for i in visibility.seen_ids(0.0, end_s, config.min_fraction)]
+        stamps = [start_ns + round(float(t) * NS_PER_S) for t in visibility.times_s]
+        # The key-frame candidates (and the clip's last frame): windows start and end on them.
+        self.grid = visibility.times_s[candidate_indices(stamps, config.candidate_fps)] if stamps else []
+
+    def snap(self, t0: float, t1: float, inward: bool) -> tuple[float, float] | None:
+        """[t0, t1] moved onto the candidate grid, inside it (``inward``) or around it; None when nothing
+        of two candidates is left."""
+        grid = np.asarray(self.grid, dtype=np.float64)
+        if len(grid) < 2:
+            return None
+        if inward:
+            lo, hi = grid[grid >= t0 - 1e-9], grid[grid <= t1 + 1e-9]
+            a, b = (float(lo[0]) if len(lo) else None), (float(hi[-1]) if len(hi) else None)
+        else:
+            lo, hi = grid[grid <= t0 + 1e-9], grid[grid >= t1 - 1e-9]
+            a = float(lo[-1]) if len(lo) else float(grid[0])
+            b = float(hi[0]) if len(hi) else float(grid[-1])
+        return (a, b) if a is not None and b is not None and b > a else None
 
     def the(self, obj: SceneObject) -> str:
         return f"the {obj.name}"
@@ -211,44 +271,83 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.1f} m" if value < 10 else f"{value:.0f} m"
 
 
-def _numeric_distractors(value: float, unit: str, rng: np.random.Generator, n: int = 3) -> list[str] | None:
-    """``n`` option texts at 0.4x-2.3x ``value``, all options at least 20 % apart; None if impossible."""
-    if unit == "count":
-        pool = [c for c in range(max(1, int(value) - 2), int(value) + 4) if c != int(value)]
-        picks = [pool[i] for i in rng.permutation(len(pool))[:n]]
-        return [str(c) for c in picks] if len(picks) == n else None
-    chosen = [value]
-    for i in rng.permutation(len(_RATIOS)):
-        candidate = value * _RATIOS[i]
-        if all(abs(candidate - c) >= 0.2 * max(candidate, c) for c in chosen):
-            chosen.append(candidate)
-        if len(chosen) == n + 1:
-            break
-    texts = [_fmt(c, unit) for c in chosen]
-    if len(chosen) < n + 1 or len(set(texts)) < len(texts):
-        return None
-    return texts[1:]
+def _option_value(text: str) -> float:
+    return float(text.split()[0])
+
+
+class _Distractors:
+    """Distractors for one task's answers in one scene, drawn from ``pool``: the values the answer takes
+    for the scene's objects, pairs, windows (or for random rooms), as displayed (``shown`` rounds as the
+    option text does). The truth is then one more draw from the same distribution as its three distractors,
+    so no option is likelier than another to be it, and its rank among the sorted options is uniform.
+
+    Options must be at least 20 % apart. Drawing until they are would favour truths that are hard to fit
+    (a common value, crowded by its neighbours), so a truth gets options with probability proportional to
+    the chance that a random draw fits it (``samples`` draws estimate it); then one of the fitting draws is
+    taken. That keeps the joint distribution of the four values exchangeable."""
+
+    def __init__(
+        self,
+        pool: Sequence[float],
+        rng: np.random.Generator,
+        shown: Callable[[float], float],
+        n: int = 3,
+        samples: int = 400,
+    ) -> None:
+        self.rng, self.shown = rng, shown
+        values = np.array([shown(v) for v in pool], dtype=np.float64)
+        if len(values) < n:
+            self.draws = np.zeros((0, n))
+            self.best = 0.0
+            return
+        self.draws = values[np.argsort(rng.random((samples, len(values))), axis=1)[:, :n]]
+        self.best = max(float(self._fits(x).mean()) for x in set(values.tolist()))
+
+    def _fits(self, value: float) -> np.ndarray:
+        """Which draws fit with ``value``: all four values positive and at least 20 % apart."""
+        rows = np.sort(np.column_stack([np.full(len(self.draws), value), self.draws]), axis=1)
+        return (rows[:, 0] > 0) & np.all(rows[:, 1:] >= 1.2 * rows[:, :-1], axis=1)
+
+    def draw(self, value: float) -> list[float] | None:
+        """Three distractors for ``value`` (as displayed), or None (no options for it: see the class)."""
+        fits = self._fits(self.shown(value)) if len(self.draws) else np.zeros(0, dtype=bool)
+        if not fits.any() or self.rng.random() * self.best >= fits.mean():
+            return None
+        return [float(v) for v in self.draws[self.rng.choice(np.flatnonzero(fits))]]
+
+
+def _signed_options(
+    side: str, opposite: str, values: list[float], text: Callable[[str, float], str], rng: np.random.Generator
+) -> list[str]:
+    """Distractor texts for a direction-and-amount answer: each of ``values`` with a side at random."""
+    return [text(side if rng.random() < 0.5 else opposite, v) for v in values]
 
 
 def _numeric_drafts(
     ctx: _Context,
     task: str,
-    text_mc: str,
-    text_num: str,
+    text: str,
     value: float,
     unit: str,
     window: tuple[float, float],
     objects: tuple[int, ...],
+    distractors: _Distractors | None,
 ) -> list[_Draft]:
+    """The numeric question and, when ``distractors`` give options for it, the multiple-choice one."""
     drafts = []
-    if MC in ctx.config.forms:
-        distractors = _numeric_distractors(value, unit, ctx.rng)
-        if distractors:
-            drafts.append(_Draft(task, MC, text_mc, window, _fmt(value, unit), distractors, "", objects))
+    if MC in ctx.config.forms and distractors is not None:
+        values = distractors.draw(value)
+        if values is not None:
+            options = [_fmt(v, unit) for v in values]
+            drafts.append(_Draft(task, MC, text, window, _fmt(value, unit), options, "", objects))
     if NUMERIC in ctx.config.forms:
-        answer: float | int = int(value) if unit == "count" else round(float(value), 3)
-        drafts.append(_Draft(task, NUMERIC, text_num, window, answer, [], unit, objects))
+        drafts.append(_Draft(task, NUMERIC, text, window, round(float(value), 3), [], unit, objects))
     return drafts
+
+
+def _metres_shown(unit: str) -> Callable[[float], float]:
+    """How an option in ``unit`` displays a value (for :class:`_Distractors`)."""
+    return lambda v: _option_value(_fmt(v, unit))
 
 
 def _appearance_order(ctx: _Context) -> list[_Draft]:
@@ -258,7 +357,7 @@ def _appearance_order(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 3:
         return drafts
-    for _ in range(60):
+    for _ in range(DRAFT_TRIES):
         trio = ctx.sample(ctx.seen, 3)
         ordered = sorted(trio, key=lambda o: first[o.id])
         # Each must have become (even faintly) visible only after the previous was clearly seen.
@@ -287,7 +386,7 @@ def _relative_direction(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 3:
         return drafts
-    for _ in range(80):
+    for _ in range(DRAFT_TRIES):
         a, b, c = ctx.sample(ctx.seen, 3)
         order = ctx.rng.permutation(3)
         a, b, c = ([a, b, c][i] for i in order)
@@ -319,10 +418,17 @@ def _relative_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
     if len(ctx.seen) < 4:
         return drafts
-    for _ in range(60):
+    for _ in range(DRAFT_TRIES):
         target = ctx.seen[int(ctx.rng.integers(0, len(ctx.seen)))]
-        others = [o for o in ctx.seen if o.id != target.id]
-        candidates = ctx.sample(others, min(4, len(others)))
+        # One object per category: names that share a word would tell a blind reader which is which (the
+        # nearest object is more often of a category the others do not share, e.g. furniture by a wall).
+        categories = sorted({o.category for o in ctx.seen if o.id != target.id})
+        if len(categories) < 3:
+            continue
+        candidates = []
+        for category in ctx.sample(categories, 4):
+            members = [o for o in ctx.seen if o.category == category and o.id != target.id]
+            candidates.append(members[int(ctx.rng.integers(0, len(members)))])
         distances = sorted(object_distance(target, c) for c in candidates)
         if distances[1] - distances[0] < max(0.3 * ctx.scale, 0.15 * distances[1]):
             continue
@@ -357,29 +463,33 @@ def _object_count(ctx: _Context) -> list[_Draft]:
         count = sum(f >= cfg.min_fraction for f in fractions)
         text = f"How many {plural(category)} appear in this video?"
         seen_ids = tuple(o.id for o, f in zip(members, fractions, strict=True) if f >= cfg.min_fraction)
-        drafts += _numeric_drafts(ctx, "object_count", text, text, count, "count", (0.0, end), seen_ids)
+        if NUMERIC in cfg.forms:  # numeric only, as in VSI-Bench (see the module docstring)
+            drafts.append(_Draft("object_count", NUMERIC, text, (0.0, end), count, [], "count", seen_ids))
     return drafts
 
 
 def _abs_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
-    pairs = list(itertools.combinations(ctx.seen, 2))
-    for i in ctx.rng.permutation(len(pairs))[:12]:
-        a, b = pairs[i]
-        d = object_distance(a, b)
-        if d < 0.5 * ctx.scale:
-            continue
+    pairs = [
+        (a, b) for a, b in itertools.combinations(ctx.seen, 2) if object_distance(a, b) >= 0.5 * ctx.scale
+    ]
+    distractors = _Distractors([object_distance(a, b) for a, b in pairs], ctx.rng, _metres_shown("m"))
+    for a, b in pairs:
         text = f"What is the distance between the centres of {ctx.the(a)} and {ctx.the(b)}, in metres?"
-        drafts += _numeric_drafts(ctx, "abs_distance", text, text, d, "m", (0.0, ctx.end_s), (a.id, b.id))
+        distance = object_distance(a, b)
+        drafts += _numeric_drafts(
+            ctx, "abs_distance", text, distance, "m", (0.0, ctx.end_s), (a.id, b.id), distractors
+        )
     return drafts
 
 
 def _object_size(ctx: _Context) -> list[_Draft]:
     drafts = []
-    for obj in ctx.sample(ctx.seen, 8):
+    distractors = _Distractors([o.longest_dimension for o in ctx.seen], ctx.rng, _metres_shown("m"))
+    for obj in ctx.seen:
         text = f"What is the longest dimension (length, width or height) of {ctx.the(obj)}, in metres?"
         drafts += _numeric_drafts(
-            ctx, "object_size", text, text, obj.longest_dimension, "m", (0.0, ctx.end_s), (obj.id,)
+            ctx, "object_size", text, obj.longest_dimension, "m", (0.0, ctx.end_s), (obj.id,), distractors
         )
     return drafts
 
@@ -388,9 +498,10 @@ def _room_size(ctx: _Context) -> list[_Draft]:
     if ctx.world.room is None:
         return []
     text = "What is the floor area of this room, in square metres?"
-    return _numeric_drafts(
-        ctx, "room_size", text, text, ctx.world.room.floor_area, "m^2", (0.0, ctx.end_s), ()
-    )
+    rooms = [random_room(ctx.rng).floor_area for _ in range(ROOM_DRAWS)]
+    distractors = _Distractors(rooms, ctx.rng, _metres_shown("m^2"))
+    area = ctx.world.room.floor_area
+    return _numeric_drafts(ctx, "room_size", text, area, "m^2", (0.0, ctx.end_s), (), distractors)
 
 
 def _near_object(ctx: _Context, point: np.ndarray, t0: float, t1: float) -> SceneObject | None:
@@ -409,24 +520,30 @@ def _near_object(ctx: _Context, point: np.ndarray, t0: float, t1: float) -> Scen
 
 def _route(ctx: _Context) -> list[_Draft]:
     traj = ctx.trajectory
-    moving = [i for i, s in traj.segments_in(0.0, ctx.end_s) if s.kind in MOVING_KINDS]
+    moving = [i for i, s in enumerate(traj.segments) if s.kind in MOVING_KINDS]
     verb = "walked" if ctx.indoor else "flew"
     drafts = []
-    for a, b in itertools.combinations(moving, 2):
+    inside = {i for i, _ in traj.segments_in(0.0, ctx.end_s)}
+    for a, b in itertools.combinations([i for i in moving if i in inside], 2):
         turns = route_turns(traj, a, b)
         if not turns or len(turns) > 3:
             continue
-        t0, t1 = traj.segment_bounds[a][0], traj.segment_bounds[b][1]
+        window = ctx.snap(traj.segment_bounds[a][0], traj.segment_bounds[b][1], inward=False)
+        if window is None:
+            continue
+        t0, t1 = window
+        # Snapped out onto the grid, the window must not take in a leg with another turn.
+        legs = [i for i, (lo, hi) in enumerate(traj.segment_bounds) if hi > t0 and lo < t1 and i in moving]
+        if route_turns(traj, legs[0], legs[-1]) != turns:
+            continue
         start = _near_object(ctx, traj.position(t0)[:2], t0, t1)
         goal = _near_object(ctx, traj.position(t1)[:2], t0, t1)
         if start is None or goal is None or start.id == goal.id:
             continue
         correct = ", then ".join(turns)
-        options = [", then ".join(v) for v in _one_edit(turns)]
-        options = sorted(set(options) - {correct})
-        if len(options) < 3:
+        distractors = _route_distractors(correct, ctx.rng)
+        if distractors is None:
             continue
-        distractors = [options[i] for i in sorted(ctx.rng.permutation(len(options))[:3])]
         text = (
             f"In this clip I {verb} from near {ctx.the(start)} to near {ctx.the(goal)}. "
             "Which turns did I make on the way, in order?"
@@ -435,68 +552,103 @@ def _route(ctx: _Context) -> list[_Draft]:
     return drafts
 
 
-_TURNS = ("turn left", "turn right", "turn around")
+def _random_route(rng: np.random.Generator) -> str:
+    """A turn sequence drawn as true routes are distributed (:data:`ROUTE_LENGTHS`, :data:`ROUTE_TURNS`)."""
+    lengths, weights = np.array(ROUTE_LENGTHS), np.array(list(ROUTE_TURNS.values()))
+    length = 1 + int(rng.choice(len(lengths), p=lengths / lengths.sum()))
+    turns = rng.choice(len(weights), size=length, p=weights / weights.sum())
+    return ", then ".join(list(ROUTE_TURNS)[int(i)] for i in turns)
 
 
-def _one_edit(turns: list[str]) -> list[list[str]]:
-    """Turn sequences one change away from ``turns`` (a turn replaced, added or dropped), 1-4 turns long."""
-    variants = []
-    for k in range(len(turns)):
-        variants += [turns[:k] + [t] + turns[k + 1 :] for t in _TURNS if t != turns[k]]
-        variants.append(turns[:k] + turns[k + 1 :])
-    for k in range(len(turns) + 1):
-        variants += [turns[:k] + [t] + turns[k:] for t in _TURNS]
-    return [v for v in variants if 1 <= len(v) <= 4]
+def _route_distractors(correct: str, rng: np.random.Generator, samples: int = 400) -> list[str] | None:
+    """Three turn sequences to stand beside ``correct``: random routes (:func:`_random_route`), so that the
+    truth is one more draw of the same kind (not the centre of its one-edit neighbours). As for numbers
+    (:class:`_Distractors`), a truth gets options with probability proportional to the chance that a
+    random draw of three differs from it and from each other, then one such draw is taken; None
+    otherwise."""
+    draws = [[_random_route(rng) for _ in range(3)] for _ in range(samples)]
+
+    def fits(text: str) -> np.ndarray:
+        return np.array([len({text, *row}) == 4 for row in draws])
+
+    best = max(float(fits(text).mean()) for text in {t for row in draws for t in row})
+    fitting = fits(correct)
+    if not fitting.any() or rng.random() >= fitting.mean() / best:
+        return None
+    return draws[int(rng.choice(np.flatnonzero(fitting)))]
 
 
 def _windows(ctx: _Context, n: int, min_s: float, max_s: float) -> list[tuple[float, float]]:
-    """``n`` random windows of [min_s, max_s] seconds inside the clip, on the frame times."""
+    """``n`` random windows of about [min_s, max_s] seconds inside the clip, on the candidate grid."""
     times = ctx.visibility.times_s
-    windows = []
+    windows: list[tuple[float, float]] = []
     if len(times) < 2 or times[-1] < min_s:
         return windows
     for _ in range(n):
         length = float(ctx.rng.uniform(min_s, min(max_s, times[-1])))
-        i0 = int(ctx.rng.integers(0, max(1, np.searchsorted(times, times[-1] - length) + 1)))
-        i1 = int(np.searchsorted(times, times[i0] + length))
-        i1 = min(i1, len(times) - 1)
-        windows.append((float(times[i0]), float(times[i1])))
+        t0 = float(ctx.rng.uniform(0.0, max(0.0, times[-1] - length)))
+        window = ctx.snap(t0, min(t0 + length, float(times[-1])), inward=False)
+        if window is not None:
+            windows.append(window)
     return windows
 
 
 def _ego_distance(ctx: _Context) -> list[_Draft]:
     drafts = []
-    for t0, t1 in _windows(ctx, 12, 4.0, 15.0):
-        distance = ctx.trajectory.path_length(t0, t1)
-        if distance < 1.0 * ctx.scale:
-            continue
-        text = "How far did I travel during this clip, measured along my path, in metres?"
-        drafts += _numeric_drafts(ctx, "ego_distance", text, text, distance, "m", (t0, t1), ())
+    windows = sorted(set(_windows(ctx, TRAVEL_WINDOWS, 4.0, 15.0)))
+    windows = [w for w in windows if ctx.trajectory.path_length(*w) >= 1.0 * ctx.scale]
+    distances = [ctx.trajectory.path_length(*w) for w in windows]
+    distractors = _Distractors(distances, ctx.rng, _metres_shown("m"))
+    text = "How far did I travel during this clip, measured along my path, in metres?"
+    for window, distance in zip(windows, distances, strict=True):
+        drafts += _numeric_drafts(ctx, "ego_distance", text, distance, "m", window, (), distractors)
     return drafts
+
+
+def _segment_windows(ctx: _Context, most_apart: int) -> list[tuple[float, float]]:
+    """Windows from the start of a segment to the end of one at most ``most_apart`` later, around on the
+    candidate grid."""
+    traj = ctx.trajectory
+    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
+    windows = []
+    for first, last in itertools.combinations_with_replacement(inside, 2):
+        if last - first > most_apart:
+            continue
+        window = ctx.snap(traj.segment_bounds[first][0], traj.segment_bounds[last][1], inward=False)
+        if window is not None and window not in windows:
+            windows.append(window)
+    return windows
+
+
+def _motion_windows(ctx: _Context, most_apart: int) -> list[tuple[float, float]]:
+    """Windows for questions about my turns and altitude: around runs of segments (:func:`_segment_windows`)
+    and random windows (:func:`_windows`), distinct, in order."""
+    return sorted(set(_segment_windows(ctx, most_apart)) | set(_windows(ctx, TRAVEL_WINDOWS, 4.0, 15.0)))
+
+
+def _turn_text(side: str, degrees: float) -> str:
+    return f"{side}, about {degrees:.0f} degrees"
+
+
+def _altitude_text(side: str, metres: float) -> str:
+    return f"{side}, about {metres:.0f} m"
 
 
 def _ego_turn(ctx: _Context) -> list[_Draft]:
     drafts = []
     traj = ctx.trajectory
-    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
-    for first, last in itertools.combinations_with_replacement(inside, 2):
-        if last - first > 3:
-            continue
-        t0, t1 = traj.segment_bounds[first][0], traj.segment_bounds[last][1]
-        change = traj.yaw_deg(t1) - traj.yaw_deg(t0)
-        if not 30.0 <= abs(change) <= 330.0:
-            continue
-        amount = int(round(abs(change) / 15.0) * 15)
-        other = amount + 90 if amount <= 180 else amount - 90
+    windows = [(t0, t1, traj.yaw_deg(t1) - traj.yaw_deg(t0)) for t0, t1 in _motion_windows(ctx, 3)]
+    windows = [w for w in windows if 30.0 <= abs(w[2]) <= 330.0]
+    amounts = [int(round(abs(change) / 15.0) * 15) for _, _, change in windows]
+    pool = _Distractors(amounts, ctx.rng, float)
+    for i, (t0, t1, change) in enumerate(windows):
         side, opposite = ("left", "right") if change > 0 else ("right", "left")
-        correct = f"{side}, about {amount} degrees"
-        distractors = [
-            f"{opposite}, about {amount} degrees",
-            f"{side}, about {other} degrees",
-            f"{opposite}, about {other} degrees",
-        ]
+        others = pool.draw(amounts[i])
+        if others is None:
+            continue
+        distractors = _signed_options(side, opposite, others, _turn_text, ctx.rng)
         text = "Which way did I turn in total during this clip, and by about how much?"
-        drafts.append(_Draft("ego_turn", MC, text, (t0, t1), correct, distractors))
+        drafts.append(_Draft("ego_turn", MC, text, (t0, t1), _turn_text(side, amounts[i]), distractors))
     return drafts
 
 
@@ -505,29 +657,23 @@ def _ego_altitude(ctx: _Context) -> list[_Draft]:
         return []
     drafts = []
     traj = ctx.trajectory
-    inside = [i for i, _ in traj.segments_in(0.0, ctx.end_s)]
-    for first, last in itertools.combinations_with_replacement(inside, 2):
-        if last - first > 2:
-            continue
-        t0, t1 = traj.segment_bounds[first][0], traj.segment_bounds[last][1]
-        change = float(traj.position(t1)[2] - traj.position(t0)[2])
-        if abs(change) < 2.0:
-            continue
+    windows = [
+        (t0, t1, float(traj.position(t1)[2] - traj.position(t0)[2])) for t0, t1 in _motion_windows(ctx, 2)
+    ]
+    windows = [w for w in windows if abs(w[2]) >= 2.0]
+    amounts = [abs(change) for _, _, change in windows]
+    pool = _Distractors(amounts, ctx.rng, lambda v: float(round(v)))
+    for i, (t0, t1, change) in enumerate(windows):
         side, opposite = ("up", "down") if change > 0 else ("down", "up")
-        amount = abs(change)
-        other = amount * 2.2 if amount < 6 else amount / 2.2
-        correct = f"{side}, about {amount:.0f} m"
-        distractors = [
-            f"{opposite}, about {amount:.0f} m",
-            f"{side}, about {other:.0f} m",
-            f"{opposite}, about {other:.0f} m",
-        ]
-        text_mc = "Did I fly up or down during this clip, and by about how much?"
-        if MC in ctx.config.forms:
+        others = pool.draw(amounts[i])
+        if MC in ctx.config.forms and others is not None:
+            distractors = _signed_options(side, opposite, others, _altitude_text, ctx.rng)
+            text_mc = "Did I fly up or down during this clip, and by about how much?"
+            correct = _altitude_text(side, amounts[i])
             drafts.append(_Draft("ego_altitude", MC, text_mc, (t0, t1), correct, distractors))
         if NUMERIC in ctx.config.forms:
             text = "By how many metres did my altitude change during this clip (up or down)?"
-            drafts.append(_Draft("ego_altitude", NUMERIC, text, (t0, t1), round(amount, 3), [], "m"))
+            drafts.append(_Draft("ego_altitude", NUMERIC, text, (t0, t1), round(amounts[i], 3), [], "m"))
     return drafts
 
 
@@ -554,11 +700,19 @@ class _LetterBalancer:
         self.counts: dict[int, np.ndarray] = {}
 
     def position(self, n_options: int) -> int:
+        """The letter position for the next question's correct option (see :meth:`take`)."""
         counts = self.counts.setdefault(n_options, np.zeros(n_options, dtype=np.int64))
         least = np.flatnonzero(counts == counts.min())
-        pos = int(least[int(self.rng.integers(0, len(least)))])
-        counts[pos] += 1
-        return pos
+        return int(least[int(self.rng.integers(0, len(least)))])
+
+    def take(self, n_options: int, position: int) -> None:
+        """Count ``position`` as used (the question was kept)."""
+        self.counts[n_options][position] += 1
+
+
+def _windows_ns(drafts: Sequence[_Draft], start_ns: int) -> list[tuple[int, int]]:
+    """The distinct windows of ``drafts`` in bag stamps (as :func:`_finish` writes them)."""
+    return sorted({_window(d, start_ns) for d in drafts})
 
 
 def generate_questions(
@@ -571,55 +725,87 @@ def generate_questions(
     scene_id: str = "scene",
     start_ns: int = 0,
     config: QuestionConfig | None = None,
+    screen: QuestionScreen | None = None,
 ) -> list[Question]:
     """Questions about one rendered scene, ``config.per_task`` per task and form at most.
 
     The clip is the frames in ``visibility`` (seconds from the bag start, which is at ``start_ns``);
-    ``bag`` is written as is into every record (the bag's path relative to the questions file).
+    ``bag`` is written as is into every record (the bag's path relative to the questions file); ids are
+    ``<scene_id>-NNN``. Candidates are tried in random order (each distinct answer equally likely next
+    where all candidates of a task share their options, or have none); a ``screen`` refuses the ones it
+    does not accept (the next candidate is tried instead).
     """
     config = config or QuestionConfig()
     if len(visibility.times_s) == 0:
         return []
     end_s = float(visibility.times_s[-1])
-    ctx = _Context(world, trajectory, visibility, end_s, config, rng)
+    ctx = _Context(world, trajectory, visibility, end_s, config, rng, start_ns)
+    drafts = {task: _GENERATORS[task](ctx) for task in TASKS}
+    if screen is not None:
+        screen.prepare(_windows_ns([d for task_drafts in drafts.values() for d in task_drafts], start_ns))
     balancer = _LetterBalancer(rng)
     questions: list[Question] = []
     for task in TASKS:
-        drafts = _GENERATORS[task](ctx)
         for form in (MC, NUMERIC):
             if form not in config.forms:
                 continue
-            chosen: list[_Draft] = []
-            for i in rng.permutation(len(drafts)):
-                d = drafts[i]
-                if d.form == form and all((d.text, d.window) != (c.text, c.window) for c in chosen):
-                    chosen.append(d)
-                if len(chosen) == config.per_task:
-                    break
-            chosen.sort(key=lambda d: (d.window, d.text))
-            for draft in chosen:
-                questions.append(_finish(draft, len(questions), scene_id, bag, start_ns, balancer, rng))
+            pool = [
+                drafts[task][i] for i in rng.permutation(len(drafts[task])) if drafts[task][i].form == form
+            ]
+            chosen: list[Question] = []
+            asked: Counter[str] = Counter()  # how often each answer was kept
+            # Balance the answers where every candidate offers the same options (the quadrants) or none
+            # (numbers); elsewhere the options are drawn like the truth, which must stay as frequent as it is.
+            balance = form == NUMERIC or len({frozenset([d.correct, *d.distractors]) for d in pool}) == 1
+            while pool and len(chosen) < config.per_task:
+                draft = pool.pop(_next_draft(pool, asked, rng) if balance else 0)
+                window = _window(draft, start_ns)
+                if any((draft.text, window) == (q.question, (q.start_ns, q.end_ns)) for q in chosen):
+                    continue
+                position = balancer.position(len(draft.distractors) + 1)
+                question = _finish(draft, "", bag, start_ns, position, rng)
+                if screen is not None and not screen.accept(question):
+                    continue
+                if draft.form == MC:
+                    balancer.take(len(draft.distractors) + 1, position)
+                asked[str(draft.correct)] += 1
+                chosen.append(question)
+            chosen.sort(key=lambda q: (q.start_ns, q.end_ns, q.question))
+            questions += [replace(q, id=f"{scene_id}-{len(questions) + k:03d}") for k, q in enumerate(chosen)]
     return questions
+
+
+def _window(draft: _Draft, start_ns: int) -> tuple[int, int]:
+    return start_ns + round(draft.window[0] * NS_PER_S), start_ns + round(draft.window[1] * NS_PER_S)
+
+
+def _next_draft(pool: list[_Draft], asked: Counter[str], rng: np.random.Generator) -> int:
+    """Index into ``pool`` of the next candidate: an answer drawn uniformly among the least-asked distinct
+    answers, then the first candidate (the pool is in random order) with it."""
+    least = min(asked[str(d.correct)] for d in pool)
+    answers = sorted({str(d.correct) for d in pool if asked[str(d.correct)] == least})
+    answer = answers[int(rng.integers(0, len(answers)))]
+    return next(i for i, d in enumerate(pool) if str(d.correct) == answer)
 
 
 def _finish(
     draft: _Draft,
-    number: int,
-    scene_id: str,
+    question_id: str,
     bag: str,
     start_ns: int,
-    balancer: _LetterBalancer,
+    position: int,
     rng: np.random.Generator,
 ) -> Question:
     t0, t1 = draft.window
+    start, end = _window(draft, start_ns)
     common = dict(
-        id=f"{scene_id}-{number:03d}",
+        id=question_id,
         bag=bag,
         start_s=round(t0, 3),
         end_s=round(t1, 3),
         # From the unrounded times, so that a window ending on a frame ends exactly on its stamp.
-        start_ns=start_ns + round(t0 * NS_PER_S),
-        end_ns=start_ns + round(t1 * NS_PER_S),
+        start_ns=start,
+        end_ns=end,
         task=draft.task,
         form=draft.form,
         question=draft.text,
@@ -630,8 +816,7 @@ def _finish(
         text = _fmt(float(value), draft.unit) if draft.unit != "count" else str(value)
         return Question(options=(), answer=value, unit=draft.unit, answer_text=text, **common)
     distractors = [draft.distractors[i] for i in rng.permutation(len(draft.distractors))]
-    pos = balancer.position(len(distractors) + 1)
-    options = distractors[:pos] + [str(draft.correct)] + distractors[pos:]
+    options = distractors[:position] + [str(draft.correct)] + distractors[position:]
     return Question(
-        options=tuple(options), answer=LETTERS[pos], unit="", answer_text=str(draft.correct), **common
+        options=tuple(options), answer=OPTION_LETTERS[position], unit="", answer_text=str(draft.correct), **common
     )

@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_synthetic_dataset(
-    out: Path, vlm: Path, *, scenes: int = 3, size: str = "160x120", duration_s: float = 8.0
+    out: Path, vlm: Path, *, scenes: int = 3, size: str = "160x120", duration_s: float = 12.0
 ) -> Path:
     """Scenes in ``out/synth``, the data set in ``out/data`` (returned); an existing data set is reused.
 

@@ -326,12 +326,18 @@ def _place_indoor(
     return (x, y, z), yaw
 
 
-def generate_indoor(rng: np.random.Generator, n_objects: int | None = None) -> World:
-    """A random room with 5-15 objects (fewer in small rooms), leaving space to walk about."""
+def random_room(rng: np.random.Generator) -> Room:
+    """A room's size as indoor worlds draw it (4-9 m by 3.5-7 m, 2.5-3.1 m high, to the centimetre)."""
     sx = round(float(rng.uniform(4.0, 9.0)), 2)
     sy = round(float(rng.uniform(3.5, 7.0)), 2)
     height = round(float(rng.uniform(2.5, 3.1)), 2)
-    room = Room((sx, sy, height))
+    return Room((sx, sy, height))
+
+
+def generate_indoor(rng: np.random.Generator, n_objects: int | None = None) -> World:
+    """A random room with 5-15 objects (fewer in small rooms), leaving space to walk about."""
+    room = random_room(rng)
+    sx, sy, _ = room.size
     capacity = max(5, min(15, int(sx * sy / 2.6)))
     target = n_objects if n_objects is not None else int(rng.integers(5, capacity + 1))
     m = WALL_CLEARANCE_M
