@@ -818,5 +818,9 @@ def _finish(
     distractors = [draft.distractors[i] for i in rng.permutation(len(draft.distractors))]
     options = distractors[:position] + [str(draft.correct)] + distractors[position:]
     return Question(
-        options=tuple(options), answer=OPTION_LETTERS[position], unit="", answer_text=str(draft.correct), **common
+        options=tuple(options),
+        answer=OPTION_LETTERS[position],
+        unit="",
+        answer_text=str(draft.correct),
+        **common,
     )
