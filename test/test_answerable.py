@@ -156,3 +156,25 @@ def test_correct_answers_by_form() -> None:
     assert is_correct(count, 3) and not is_correct(count, 3.1)
     metres = Question("q", (), 2.0, unit="m", form="numeric")
     assert is_correct(metres, 2.09) and not is_correct(metres, 2.2)  # within 5 %: full marks under MRA
+
+
+def test_eval_scores_the_oracle_and_the_blind_options_reader(prepared: dict[str, Path], tmp_path: Path):
+    """`embodied-r eval --system oracle` reads only each record's prompt and reaches what the prompt allows;
+    `--system options-only` reads only the options, so it cannot."""
+    data = prepared["indoor3"] / "data"
+    split = next(s for s in ("test", "val", "train") if (data / f"{s}.jsonl").read_text().strip())
+    scores = {}
+    for system in ("oracle", "options-only", "chance"):
+        out = tmp_path / system
+        assert main(["eval", str(data), "--system", system, "--split", split, "--out", str(out)]) == 0
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["system"] == system and metrics["models"]["lm"] == ""
+        scores[system] = metrics["overall"]
+        predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+        assert len(predictions) == len((data / f"{split}.jsonl").read_text().splitlines())
+        if system == "oracle":  # a reasoning, then the answer: the trace a reasoner could be taught
+            assert all(p["format"] and p["completion"].startswith("<think>") for p in predictions)
+    assert scores["oracle"]["mc_accuracy"] == 1.0 and scores["oracle"]["numeric_mra"] >= 0.95
+    assert 0.0 <= scores["options-only"]["mc_accuracy"] < scores["oracle"]["mc_accuracy"]
+    # Numeric questions have no options: the blind reader scores them as chance does.
+    assert scores["options-only"]["numeric_mra"] == scores["chance"]["numeric_mra"]

@@ -136,6 +136,20 @@ def test_untrained_baseline_refuses_an_adapter_and_runs_without(dataset, tiny_mo
     assert metrics["overall"]["consistency_checked"] == 0 and not metrics["models"]["adapter"]
 
 
+def test_question_only_leaves_the_descriptions_out(dataset, tiny_models_dir, tmp_path) -> None:
+    from embodied_r_training.eval.evaluate import _question_only_requests
+
+    records = _records(dataset / "test.jsonl")
+    (_, request), *_ = _question_only_requests(records)
+    user = request[-1].joined_text
+    assert records[0]["question"] in user and "Frame 0" not in user and "Frame 0" in str(records[0]["prompt"])
+    out = tmp_path / "blind"
+    args = ["eval", str(dataset), "--system", "question-only", "--lm", str(tiny_models_dir / "lm")]
+    assert main([*args, "--out", str(out), "--no-consistency", *FAST]) == 0
+    metrics = _check_outputs(out, records)
+    assert metrics["system"] == "question-only" and "without the descriptions" in metrics["label"]
+
+
 def test_vlm_alone_answers_from_the_key_frames(dataset, tiny_models_dir, tmp_path) -> None:
     out = tmp_path / "out"
     args = ["eval", str(dataset), "--system", "vlm", "--vlm", str(tiny_models_dir / "vlm")]

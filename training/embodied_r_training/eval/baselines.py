@@ -185,3 +185,23 @@ def overall(scores: Mapping[str, TaskScore]) -> float:
     """The options-only score over all multiple-choice questions: each task read by its rule."""
     n = sum(s.n for s in scores.values())
     return sum(s.score * s.n for s in scores.values()) / n if n else 0.0
+
+
+def options_only_expected(
+    records: Sequence[Mapping[str, Any]], calibration: Iterable[Mapping[str, Any]] | None = None
+) -> list[float | None]:
+    """Per record, the options-only reader's expected accuracy (None for a numeric record: no options):
+    each task read by the rule :func:`options_only` chooses (on ``calibration`` when given)."""
+    scores = options_only(records, calibration)
+    tuning = _by_task(calibration) if calibration is not None else _by_task(records)
+    priors = _task_priors([r for rows in tuning.values() for r in rows])
+    expected: list[float | None] = []
+    for record in records:
+        options = list(record.get("options") or [])
+        if not options:
+            expected.append(None)
+            continue
+        rule = RULES[scores[record["task"]].rule]
+        correct = OPTION_LETTERS.index(str(record["solution"]).strip().upper())
+        expected.append(rule(options, priors.get(record["task"]))[correct])
+    return expected

@@ -11,6 +11,10 @@ Systems (``--system``):
   alone gives this model).
 * ``vlm``: the paper's ablation: the VLM alone answers from the same key frames (read from the record's
   bag at ``keyframe_stamps_ns``), all of a record's key frames and the question in ONE request.
+* ``oracle``: no model: a program that reads only each record's prompt text (:mod:`.oracle`) and answers
+  with its reasoning: the bound of what any reasoner can reach from these prompts.
+* ``options-only``: no model: a blind reader of the option texts alone (:mod:`.baselines`), its expected
+  accuracy; VSI-Bench's blind rows ask that a model beat it.
 * ``chance``: no model. Multiple choice scores its expected accuracy under a uniform guess (1/k for k
   options); numeric answers score the MRA of the split's mean answer of the same task (VSI-Bench's
   "chance (frequency)" baseline: it knows the answer distribution, so it is a generous floor).
@@ -36,7 +40,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +66,9 @@ from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("reasoner", "untrained", "question-only", "vlm", "chance")
+SYSTEMS = ("reasoner", "untrained", "question-only", "vlm", "chance", "oracle", "options-only")
+# The systems that are programs, not models: no generation, no consistency check.
+PROGRAMS = ("chance", "oracle", "options-only")
 WITH_ADAPTER = ("reasoner", "question-only")  # the systems that run --lm with its --adapter
 DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
@@ -73,6 +79,8 @@ _COLUMNS = {
     "question-only": GRADING,
     "vlm": (*GRADING, *KEYFRAMES),
     "chance": GRADING,
+    "oracle": (*GRADING, *PROMPT),
+    "options-only": GRADING,
 }
 
 # The VLM-alone prompt (paper ablation "VLM with the same key frames"). The system turn is the reasoning
@@ -269,6 +277,50 @@ def chance_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
             )
         )  # fmt: skip
     return predictions
+
+
+def oracle_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
+    """The ``oracle`` system: :func:`.oracle.oracle_trace` reads each record's prompt (the user turn only,
+    never the scene) and answers with its reasoning; a prompt it cannot answer gets an empty completion.
+    Scored like a model's completion, so it bounds what any reasoner can reach from these prompts."""
+    from .oracle import oracle_trace
+
+    completions = []
+    for record in records:
+        user = next((completion_text([m]) for m in record["prompt"] if m["role"] == "user"), "")
+        trace = oracle_trace(user)
+        completions.append("" if trace is None else f"<think>{trace[0]}</think><answer>{trace[1]}</answer>")
+    return grade_records(records, completions)
+
+
+def options_only_predictions(
+    records: Sequence[dict[str, Any]], calibration: Sequence[dict[str, Any]] | None
+) -> list[Prediction]:
+    """The ``options-only`` system: a blind reader that sees only the option texts
+    (:func:`.baselines.options_only_expected`, each task's rule chosen on ``calibration``, the data set's
+    training split, when it has one); its expected accuracy per question, like ``chance``. Numeric
+    questions have no options to read: they score as ``chance`` does (the task's mean answer)."""
+    from .baselines import options_only_expected
+
+    expected = options_only_expected(records, calibration)
+    chance = chance_predictions(records)
+    return [replace(c, score=expected[i]) if expected[i] is not None else c for i, c in enumerate(chance)]
+
+
+def program_predictions(config: EvalConfig, records: Sequence[dict[str, Any]]) -> list[Prediction]:
+    """The predictions of a system that is a program (:data:`PROGRAMS`), not a model."""
+    if config.system == "oracle":
+        return oracle_predictions(records)
+    if config.system == "options-only":
+        calibration = None
+        if config.split != "train":
+            try:
+                calibration = read_split(config.dataset, "train", GRADING, "--system options-only").to_list()
+            except ConfigError:
+                logger.info("options-only: no training split to choose its rules on; choosing on %s",
+                            config.split)  # fmt: skip
+        return options_only_predictions(records, calibration or None)
+    return chance_predictions(records)
 
 
 def _answer(graded: Graded) -> str | float | None:
@@ -535,8 +587,8 @@ def run_eval(config: EvalConfig) -> EvalResult:
     records = read_split(config.dataset, config.split, _COLUMNS[system], f"--system {system}").to_list()
     records = records[: config.limit] if config.limit else records
     skipped: list[Skipped] = []
-    if config.system == "chance":
-        predictions = chance_predictions(records)
+    if config.system in PROGRAMS:
+        predictions = program_predictions(config, records)
         metrics = summarize(predictions, **_info(config, "tokens", "", skipped, perception_of(records)))
         result = EvalResult(metrics, predictions, skipped)
         result.files = write_outputs(config, result)
@@ -622,6 +674,8 @@ def _info(
         + (" (adapter)" if config.lm.transformers.adapter else ""),
         "vlm": "VLM alone on the key frames (ablation)",
         "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
+        "oracle": "oracle (a program reading only the prompt: what the prompt allows)",
+        "options-only": "options only (blind: a program reading only the option texts; numeric as chance)",
     }
     return {
         "system": config.system,
@@ -629,7 +683,7 @@ def _info(
         "dataset": str(config.dataset),
         "split": config.split,
         "models": {
-            "lm": config.lm.model if config.system not in ("vlm", "chance") else "",
+            "lm": config.lm.model if config.system not in ("vlm", *PROGRAMS) else "",
             "adapter": config.lm.transformers.adapter if config.system in WITH_ADAPTER else "",
             "vlm": config.vlm.model if config.system == "vlm" and config.vlm else "",
             "reference": reference,
@@ -643,7 +697,7 @@ def _info(
             "batch_size": config.batch_size,
         },
         "consistency": asdict(config.consistency_config)
-        if config.consistency and config.system != "chance"
+        if config.consistency and config.system not in PROGRAMS
         else "off",
         "length_unit": length_unit,
         "prompt_version": prompts.PROMPT_VERSION,
