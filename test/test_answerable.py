@@ -5,6 +5,7 @@ ids that no other seed or environment repeats."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -178,3 +179,48 @@ def test_eval_scores_the_oracle_and_the_blind_options_reader(prepared: dict[str,
     assert 0.0 <= scores["options-only"]["mc_accuracy"] < scores["oracle"]["mc_accuracy"]
     # Numeric questions have no options: the blind reader scores them as chance does.
     assert scores["options-only"]["numeric_mra"] == scores["chance"]["numeric_mra"]
+
+
+def test_oracle_traces_teach_reasoning_that_ends_in_the_right_answer(prepared: dict[str, Path]) -> None:
+    from embodied_r_training.rl.warm_start import trace_completion
+
+    from embodied_r_ros.answers import parse_completion
+
+    rows = records(prepared["indoor3"])
+    completions = [trace_completion(row) for row in rows]
+    assert all(c is not None for c in completions)  # the generator kept only what the oracle answers
+    for row, completion in zip(rows, completions, strict=True):
+        parsed = parse_completion(completion)
+        # The reasoning cites the evidence: a number read from the descriptions, or an option it checked.
+        cites = re.search(r"\d", parsed.think) or any(o in parsed.think for o in row["options"])
+        assert parsed.well_formed and len(parsed.think.split()) >= 5 and cites, completion
+        if row["options"]:
+            assert parsed.answer == row["solution"]
+    wrong = {**rows[0], "solution": "Z" if rows[0]["options"] else "1e6"}
+    assert trace_completion(wrong) is None  # a trace that reaches another answer is not taught
+
+
+def test_sft_on_oracle_traces_trains_a_lora_adapter_and_resumes(
+    prepared: dict[str, Path], tiny_models_dir: Path, tmp_path: Path
+) -> None:
+    from embodied_r_training.rl.train import NODE_PARAMS, train
+    from embodied_r_training.rl.train_config import build_train_config
+
+    config = {
+        "model": str(tiny_models_dir / "lm"),
+        "output_dir": str(tmp_path / "sft"),
+        "method": "sft",
+        "data": {"path": str(prepared["indoor3"] / "data"), "limit": 4},
+        "warm_start": {"steps": 2, "batch_size": 2, "learning_rate": 1e-3, "answers": "trace", "lora": True,
+                       "save_steps": 1},  # fmt: skip
+        "lora": {"enabled": True, "r": 4, "alpha": 8},
+        "grpo": {"use_cpu": True, "bf16": False},
+    }
+    result = train(build_train_config(config))
+    assert (result.final_dir / "adapter_config.json").is_file()
+    assert not (result.final_dir / "model.safetensors").is_file()  # the adapter only: a few MB to keep
+    assert sorted(p.name for p in (tmp_path / "sft" / "final" / "run").glob("checkpoint-*")) == [
+        "checkpoint-1", "checkpoint-2",
+    ]  # fmt: skip
+    params = (result.final_dir / NODE_PARAMS).read_text()
+    assert str(tiny_models_dir / "lm") in params and str(result.final_dir) in params

@@ -20,7 +20,7 @@ MODEL_FIELDS = ("lm.model", "lm.transformers.adapter", "lm.backend")
 AFTER_MODELS = (
     "consistency_config.temperature", "consistency", "lm.transformers.device", "lm.transformers.dtype",
     "batch_size", "lm.temperature", "lm.max_new_tokens", "bag_root", "topics.image", "topics.odometry",
-    "train_log", "seed", "progress",
+    "train_log", "calibration", "seed", "progress",
 )  # fmt: skip
 
 

@@ -53,12 +53,12 @@ import dataclasses
 import json
 import logging
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kept import KeptResults, Recipe, file_identity, tree_identity, value_identity
+from steps import Stages, cli, join_sets
 
 logger = logging.getLogger("smollm2_grpo")
 
@@ -114,35 +114,6 @@ VARIANTS = {
 VARIANTS_BY_EVAL = {f"grpo_{v.suffix}": v for v in VARIANTS.values()}
 
 
-def cli(args: list[str]) -> None:
-    """Run one ``embodied-r`` command in-process (the users' code path); a failure stops the experiment."""
-    from embodied_r_ros.cli.main import main
-
-    logger.info("embodied-r %s", " ".join(args))
-    status = main(args)
-    if status != 0:
-        raise SystemExit(f"embodied-r {args[0]} failed with status {status}: embodied-r {' '.join(args)}")
-
-
-class Stages:
-    """Times each stage and skips the ones whose output already exists (so a rerun resumes)."""
-
-    def __init__(self, out: Path) -> None:
-        self.path = out / "times.json"
-        self.times: dict[str, float] = json.loads(self.path.read_text()) if self.path.is_file() else {}
-
-    def run(self, name: str, done: Path, work: Any) -> None:
-        if done.exists():
-            logger.info("%s: done already (%s)", name, done)
-            return
-        logger.info("%s: starting", name)
-        start = time.perf_counter()
-        work()
-        self.times[name] = round(time.perf_counter() - start, 1)
-        self.path.write_text(json.dumps(self.times, indent=1) + "\n")
-        logger.info("%s: %.0f s", name, self.times[name])
-
-
 # ----------------------------------------------------------------------------------------------------
 # Results kept across machines (kept.py): keyed by the code and by this recipe
 
@@ -165,23 +136,6 @@ def recipe(args: argparse.Namespace, config: Any, data: dict[str, Path]) -> Reci
 
 # ----------------------------------------------------------------------------------------------------
 # Data
-
-
-def _merge(parts: dict[str, Path], split: str, out: Path) -> None:
-    """One data set from several prepared ones: ``split`` rows with ids and scenes prefixed by the key."""
-    from datasets import Dataset
-
-    rows = []
-    for prefix, path in parts.items():
-        for line in (path / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                row["id"], row["scene"] = f"{prefix}/{row['id']}", f"{prefix}/{row['scene']}"
-                rows.append(row)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
 
 
 def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str, Path]:
@@ -214,7 +168,7 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
         stages.run(
             f"join {role}_all",
             joined / f"{split}.parquet",
-            lambda p=parts, s=split, j=joined: _merge(p, s, j),
+            lambda p=parts, s=split, j=joined: join_sets(p, s, j),
         )
         data[f"{role}_all"] = joined
     return data

@@ -151,6 +151,12 @@ class EvalConfig:
     candidate_fps: float = KeyFrameConfig().candidate_fps
     bag_root: Path | None = param(None, "--system vlm: bags at DIR/<scene>", flag="--bag-root")
     train_log: Path | None = param(None, "trainer_state.json or its directory", flag="--train-log")
+    calibration: Path | None = param(
+        None,
+        "--system options-only: the data set whose train split chooses the blind reader's rules (default: "
+        "this data set's train split, if it has one)",
+        flag="--calibration",
+    )
     seed: int = param(0, "seed of the sampling (temperature > 0, the reference's)", flag="--seed")
     progress: bool = param(True, "progress bars", flag=Alias("--no-progress", "no progress bars"))
 
@@ -313,12 +319,17 @@ def program_predictions(config: EvalConfig, records: Sequence[dict[str, Any]]) -
         return oracle_predictions(records)
     if config.system == "options-only":
         calibration = None
-        if config.split != "train":
+        source = config.calibration or config.dataset
+        if config.calibration is not None or config.split != "train":
             try:
-                calibration = read_split(config.dataset, "train", GRADING, "--system options-only").to_list()
+                calibration = read_split(source, "train", GRADING, "--system options-only").to_list()
             except ConfigError:
-                logger.info("options-only: no training split to choose its rules on; choosing on %s",
-                            config.split)  # fmt: skip
+                if config.calibration is not None:
+                    raise
+                logger.warning(
+                    "options-only: %s has no train split to choose the rules on: chosen on the scored %s "
+                    "split (flattering; give --calibration)", source, config.split,
+                )  # fmt: skip
         return options_only_predictions(records, calibration or None)
     return chance_predictions(records)
 

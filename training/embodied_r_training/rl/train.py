@@ -280,7 +280,6 @@ def grpo_arguments(config: TrainConfig) -> Any:
 def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Path | None = None) -> Any:
     """A ready ``GRPOTrainer`` for ``config`` (model loaded, data checked, reward and reference wired),
     starting from the weights in ``start`` (default: ``config.model``)."""
-    from peft import LoraConfig
     from trl import GRPOTrainer
 
     from .curriculum import prompts_per_step, with_curriculum
@@ -308,12 +307,7 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
     context = RewardContext(
         reference, ConsistencyConfig(section.temperature, section.max_new_tokens, section.numeric_correct_mra)
     )
-    peft_config = None
-    if config.lora.enabled:
-        peft_config = LoraConfig(
-            r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-            target_modules=config.lora.modules(), task_type="CAUSAL_LM",
-        )  # fmt: skip
+    peft_config = lora_config(config) if config.lora.enabled else None
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[StagedReward(config.schedule, context)],
@@ -366,9 +360,20 @@ def save_final(trainer: Any, config: TrainConfig) -> tuple[Path, Path | None]:
     return final, merged_dir
 
 
+def lora_config(config: TrainConfig) -> Any:
+    """peft's LoraConfig of the config's ``lora`` section."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+        target_modules=config.lora.modules(), task_type="CAUSAL_LM",
+    )  # fmt: skip
+
+
 def run_warm_start(config: TrainConfig, out: Path | None = None, answers: str | None = None) -> Path:
     """The supervised warm start (:mod:`.warm_start`) into ``out`` (default ``output_dir/warm_start``),
-    answering ``answers`` (default ``warm_start.answers``); returns that dir."""
+    answering ``answers`` (default ``warm_start.answers``); returns that dir. With ``warm_start.lora`` it
+    trains and saves a LoRA adapter of the config's ``lora`` section."""
     from .warm_start import WARM_START_DIR, warm_start
 
     path = resolve_policy(config.model)
@@ -378,18 +383,21 @@ def run_warm_start(config: TrainConfig, out: Path | None = None, answers: str | 
     out = out or Path(config.output_dir) / WARM_START_DIR
     cpu = bool(config.grpo.get("use_cpu"))
     section = replace(config.warm_start, answers=answers or config.warm_start.answers)
-    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu)
+    peft_config = lora_config(config) if section.lora else None
+    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu, peft_config)
 
 
 def train_sft(config: TrainConfig) -> TrainResult:
-    """``method: sft``: ``warm_start.steps`` supervised steps on the true answers (whatever
-    ``warm_start.answers`` says), saved as ``output_dir/final``
-    (the SFT baseline of the paper's SFT-vs-RL question). A finished run is not repeated."""
+    """``method: sft``: ``warm_start.steps`` supervised steps on the true answers, or with
+    ``warm_start.answers: trace`` on the oracle's reasoning traces (a cold start that teaches reasoning),
+    saved as ``output_dir/final`` (the SFT baseline of the paper's SFT-vs-RL question; with
+    ``warm_start.lora`` a LoRA adapter). A finished run is not repeated."""
     from .warm_start import DONE_MARKER
 
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    final = run_warm_start(config, output_dir / FINAL_DIR, answers="solution")  # SFT: the true answers
+    answers = "trace" if config.warm_start.answers == "trace" else "solution"  # never format-only targets
+    final = run_warm_start(config, output_dir / FINAL_DIR, answers=answers)
     (output_dir / CONFIG_COPY).write_text(
         json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
     )

@@ -43,7 +43,9 @@ logger = logging.getLogger(__name__)
 WARM_START_DIR = "warm_start"
 DONE_MARKER = "warm_start_done.json"
 THINK_TEMPLATE = "I check the key frames in order."
-ANSWER_SOURCES = ("solution", "shuffled", "masked")
+ANSWER_SOURCES = ("solution", "shuffled", "masked", "trace")
+# A trace is taught only where the oracle's answer is right: a numeric one within this MRA of the solution.
+TRACE_MIN_MRA = 0.95
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,12 @@ class WarmStartSection:
     steps: int = 0
     learning_rate: float = 1e-4
     batch_size: int = 4
-    answers: str = "solution"  # what the targets answer: "solution", "shuffled" or "masked" (format only)
+    answers: str = "solution"  # "solution", "shuffled", "masked" (format only) or "trace" (oracle reasoning)
+    lora: bool = False  # train a LoRA adapter (the config's lora section) instead of every weight
+    save_steps: int = 0  # a checkpoint every this many steps, resumed from after an interruption; 0 = none
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1:
+        if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1 or self.save_steps < 0:
             raise ConfigError(
                 f"warm_start needs steps >= 0, learning_rate > 0 and batch_size >= 1; got {self}"
             )
@@ -91,15 +95,55 @@ def shuffled_answers(rows: Sequence[Mapping[str, Any]], seed: int) -> list[str]:
     return answers
 
 
+def trace_completion(row: Mapping[str, Any]) -> str | None:
+    """The oracle's reasoning and answer for a row (``answers: trace``), as a completion:
+    ``<think>{reasoning that cites frames, objects, sizes, motions}</think><answer>{answer}</answer>``.
+
+    The oracle (:mod:`embodied_r_training.eval.oracle`) reads only the row's prompt. None where it cannot
+    answer from it, or answers wrongly (a multiple-choice letter other than the solution, a number with an
+    MRA below :data:`TRACE_MIN_MRA`): such a row has no reasoning worth teaching.
+    """
+    from embodied_r_ros.answers import mean_relative_accuracy
+
+    from ..eval.oracle import oracle_trace
+
+    user = next((m["content"] for m in row["prompt"] if m["role"] == "user"), "")
+    trace = oracle_trace(user if isinstance(user, str) else str(user))
+    if trace is None:
+        return None
+    think, answer = trace
+    solution = str(row["solution"]).strip()
+    if row.get("options"):
+        right = str(answer) == solution
+    else:
+        right = mean_relative_accuracy(float(answer), float(solution)) >= TRACE_MIN_MRA
+    return f"<think>{think}</think><answer>{answer}</answer>" if right else None
+
+
 def warm_start_rows(dataset: Any, answers: str = "solution", seed: int = 0) -> Any:
     """``dataset`` (prompt, solution, ...) as TRL prompt-completion rows (conversational), answering
-    ``answers`` (see :class:`WarmStartSection`)."""
-    if answers in ("shuffled", "masked"):  # masked: placeholders, taken out of the loss by answer_masked_rows
-        targets = shuffled_answers([dataset[i] for i in range(len(dataset))], seed)
+    ``answers`` (see :class:`WarmStartSection`). With ``trace``, rows without a right oracle trace are left
+    out (counted in the log)."""
+    if answers == "trace":
+        completions = [trace_completion(dataset[i]) for i in range(len(dataset))]
+        keep = [i for i, c in enumerate(completions) if c is not None]
+        logger.info("warm start on oracle traces: %d of %d rows have one (the others are left out)",
+                    len(keep), len(dataset))  # fmt: skip
+        if not keep:
+            raise ConfigError(
+                "warm_start.answers trace: the oracle answers none of the training rows from their prompts; "
+                "traces need prompts from ground-truth perception (`embodied-r prepare --perceiver "
+                "ground_truth`)"
+            )
+        dataset = dataset.select(keep)
+        completions = [completions[i] for i in keep]
+    elif answers in ("shuffled", "masked"):  # masked: placeholders, taken out of the loss later
+        rows = [dataset[i] for i in range(len(dataset))]
+        completions = [target_completion(a) for a in shuffled_answers(rows, seed)]
     else:
-        targets = [str(s) for s in dataset["solution"]]
+        completions = [target_completion(s) for s in dataset["solution"]]
     return dataset.map(
-        lambda row, i: {"completion": [{"role": "assistant", "content": target_completion(targets[i])}]},
+        lambda row, i: {"completion": [{"role": "assistant", "content": completions[i]}]},
         with_indices=True,
         remove_columns=[c for c in dataset.column_names if c not in ("prompt",)],
     )
@@ -136,11 +180,20 @@ def answer_masked_rows(rows: Any, tokenizer: Any) -> Any:
 
 
 def warm_start(
-    model: Any, tokenizer: Any, dataset: Any, section: WarmStartSection, out_dir: Path, seed: int, cpu: bool
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    section: WarmStartSection,
+    out_dir: Path,
+    seed: int,
+    cpu: bool,
+    peft_config: Any = None,
 ) -> Path:
-    """Run ``section.steps`` SFT steps of ``model`` on ``dataset`` and save it to ``out_dir``.
+    """Run ``section.steps`` SFT steps of ``model`` on ``dataset`` and save it to ``out_dir`` (the whole
+    model, or with ``peft_config`` the LoRA adapter only).
 
-    A finished warm start (``out_dir`` holds its marker) is not run again, so a resumed job skips it.
+    A finished warm start (``out_dir`` holds its marker) is not run again, so a resumed job skips it; an
+    interrupted one with ``section.save_steps`` continues from its last checkpoint.
     """
     import json
 
@@ -156,7 +209,9 @@ def warm_start(
         per_device_train_batch_size=section.batch_size,
         lr_scheduler_type="constant",
         logging_steps=max(1, section.steps // 10),
-        save_strategy="no",
+        save_strategy="steps" if section.save_steps else "no",
+        save_steps=section.save_steps or 500,
+        save_total_limit=2,
         report_to="none",
         seed=seed,
         use_cpu=cpu,
@@ -171,10 +226,12 @@ def warm_start(
         args=args,
         train_dataset=rows,
         processing_class=tokenizer,
+        peft_config=peft_config,
     )
-    logger.info("warm start: %d supervised steps on the answer format (answers: %s)", section.steps,
-                section.answers)  # fmt: skip
-    trainer.train()
+    logger.info("warm start: %d supervised steps (answers: %s%s)", section.steps, section.answers,
+                ", LoRA" if peft_config is not None else "")  # fmt: skip
+    checkpoints = sorted((out_dir / "run").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None)
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
