@@ -94,8 +94,12 @@ def test_ros_demo_answers_with_the_real_lm_and_ground_truth_perception(smollm2_d
     assert "RANDOM-WEIGHT" not in result.stdout
     assert "SmolLM2-135M-Instruct, pretrained" in result.stdout and "GROUND-TRUTH PERCEPTION" in result.stdout
     assert result.stdout.count("ground truth:") == 2 and "Scores: 2 questions, 2 answered" in result.stdout
+    # Beside each answer, what the prompt allows (the oracle, with its reasoning) and the blind reader.
+    assert result.stdout.count("oracle (reads only the prompt):") == 2
+    assert "oracle multiple-choice accuracy 1.00" in result.stdout
     report = (out / "report.html").read_text()
     assert "SmolLM2-135M-Instruct" in report and "NOT a VLM" in report
+    assert report.count("oracle (reads only the prompt)") == 2 and "options only (blind reader)" in report
     assert "2 questions, 2 answered" in report and "ground-truth perception" in report.lower()
 
 
@@ -173,3 +177,43 @@ def test_a_command_imports_only_its_own_module():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_demo_picks_the_best_kept_reasoner_and_merges_its_adapter(tiny_models_dir, tmp_path) -> None:
+    """`make demo` uses the best reasoner results/reasoner keeps: GRPO or SFT by their held-out score, the
+    SFT adapter merged into the base once (`embodied-r models merge`)."""
+    import json
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from embodied_r_ros.cli.demo import kept_reasoner
+
+    root = tmp_path / "results"
+    assert kept_reasoner(root) is None  # nothing kept: the pretrained SmolLM2
+    for name, mean in (("sft", 0.40), ("grpo", 0.45), ("oracle", 1.0), ("options_only", 0.25)):
+        (root / "eval" / name).mkdir(parents=True)
+        (root / "eval" / name / "metrics.json").write_text(json.dumps({"overall": {"task_mean": mean}}))
+    assert kept_reasoner(root) is None  # scores without the SFT adapter: nothing to load
+    (root / "models" / "sft_all").mkdir(parents=True)
+    assert kept_reasoner(root)[0] == "sft"  # GRPO's adapter is not kept
+    (root / "models" / "grpo_all").mkdir(parents=True)
+    method, scores = kept_reasoner(root)
+    assert method == "grpo" and scores == {"sft": 0.40, "grpo": 0.45, "oracle": 1.0, "options_only": 0.25}
+    (root / "eval" / "grpo" / "metrics.json").write_text(json.dumps({"overall": {"task_mean": 0.30}}))
+    assert kept_reasoner(root)[0] == "sft"
+
+    torch.manual_seed(0)
+    adapter = tmp_path / "adapter"
+    model = AutoModelForCausalLM.from_pretrained(tiny_models_dir / "lm")
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(model, config).save_pretrained(adapter)
+    merged = tmp_path / "merged"
+    first = _run("models", "merge", str(tiny_models_dir / "lm"), str(adapter), str(merged))
+    assert first.returncode == 0 and (merged / "config.json").is_file(), first.stderr
+    written = (merged / "model.safetensors").stat().st_mtime_ns
+    assert _run("models", "merge", str(tiny_models_dir / "lm"), str(adapter), str(merged)).returncode == 0
+    assert (merged / "model.safetensors").stat().st_mtime_ns == written  # the same adapter: nothing redone
+    missing = _run("models", "merge", str(tiny_models_dir / "lm"), str(tmp_path / "nowhere"), str(merged))
+    assert missing.returncode == 2 and "LoRA adapter" in missing.stderr

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..prompts import letter_options
 from ..question_file import Question, read_questions
+from .yardstick import YardstickAnswers, yardstick_answers
 
 DEFAULT_NODE = "/embodied_r"
 # The node publishes an answer's key frames before it answers, but on a loaded machine they can arrive
@@ -208,8 +209,10 @@ def _wait(future: Any, timeout_s: float) -> bool:
     return done.wait(timeout_s) or future.done()
 
 
-def describe(result: AskResult, question: Question, score: float | None) -> str:
-    """The printed account of one answer."""
+def describe(
+    result: AskResult, question: Question, score: float | None, yardstick: YardstickAnswers | None = None
+) -> str:
+    """The printed account of one answer (with the oracle's and the blind reader's, when given)."""
     from ..ros.messages import format_stamps, keyframe_stamps_ns
 
     lines = [f"question: {question.question}"]
@@ -240,6 +243,11 @@ def describe(result: AskResult, question: Question, score: float | None) -> str:
             )
         )
         lines.append(f"ground truth: {question.ground_truth}{verdict}")
+    if yardstick is not None:
+        oracle = yardstick.oracle or "(the prompt does not determine it)"
+        lines.append(f"oracle (reads only the prompt): {oracle}   {yardstick.oracle_reasoning}".rstrip())
+        if question.options:
+            lines.append(f"options only (blind reader): {yardstick.options_only}")
     return "\n".join(lines)
 
 
@@ -371,8 +379,15 @@ def run_ask(args: argparse.Namespace) -> int:
                 if result.success
                 else None
             )
+            # Beside a graded answer, what the prompt allows (oracle) and what the options alone give.
+            yardstick = None
+            if result.success and question.ground_truth is not None:
+                descriptions = list(answer.keyframe_descriptions)
+                yardstick = yardstick_answers(descriptions, question.question, question.options)
             print(
-                _as_json(result, question, score) if args.json else describe(result, question, score) + "\n",
+                _as_json(result, question, score)
+                if args.json
+                else describe(result, question, score, yardstick) + "\n",
                 flush=True,
             )
             entry = entry_from_answer(
@@ -384,6 +399,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 round_trip_s=result.round_trip_s,
             )
             entry.question, entry.options = question.question, list(question.options)
+            entry.yardstick = yardstick
             entries.append(entry)
         if len(questions) > 1 and not args.json:
             print(f"Scores: {score_summary(entries)}.", flush=True)

