@@ -95,3 +95,15 @@ def test_the_rules_see_a_leak_when_there_is_one() -> None:
     text = options_only([{"task": "route", "options": routes, "solution": "B"}])["route"]
     assert text.rules["longest"] == 1.0 and text.rules["geomean"] == 0.25  # no numbers: chance
     assert OPTION_LETTERS.startswith("ABCD") and option_number("left, about 90 degrees") == 90.0
+
+
+def test_route_options_share_the_truths_length(question_sets: dict[int, list[Question]]) -> None:
+    """A route's options all have as many turns as the truth: true routes are mostly one turn, so an option
+    of another length would give the answer away (a blind reader picking the longest option got 39-46 %)."""
+    routes = [q for questions in question_sets.values() for q in questions if q.task == "route"]
+    assert routes
+    for q in routes:
+        turns = {o.count(", then ") for o in q.options}
+        assert len(turns) == 1 and len(set(q.options)) == len(q.options), q.options
+        assert len(q.options) == (3 if turns == {0} else 4)
+    assert max(Counter(q.answer_text for q in routes if len(q.options) == 3).values()) <= 0.6 * len(routes)

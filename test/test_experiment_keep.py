@@ -130,14 +130,19 @@ def test_another_recipe_never_restores_a_result(experiment, tmp_path: Path) -> N
     assert not helper.KeptResults(root, out, config, gpu).vouched(metrics.parent)
 
 
+@pytest.mark.parametrize("cpu_config, gpu_config", [
+    ("smollm2_cpu.yaml", "smollm2_gpu.yaml"), ("reasoner_cpu.yaml", "reasoner_gpu.yaml"),
+])  # fmt: skip
 def test_the_gpu_config_or_another_model_never_restores_the_cpu_results(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_config: str, gpu_config: str
 ) -> None:
-    """smollm2_grpo.py's recipe tells smollm2_cpu.yaml from smollm2_gpu.yaml (which includes it) and one
-    model directory from another, so a GPU run never publishes the CPU numbers."""
+    """The experiments' recipe (steps.experiment_recipe) tells a CPU config from the GPU config that
+    includes it, and one model directory from another, so a GPU run never publishes the CPU numbers."""
+    import argparse
+
     from embodied_r_training.rl.train_config import load_train_config
 
-    experiment = _load("smollm2_grpo", monkeypatch)
+    steps = _load("steps", monkeypatch)
     data = {}
     for name, split in (("train_all", "train"), ("test_all", "test")):
         data[name] = tmp_path / "data" / name
@@ -147,19 +152,19 @@ def test_the_gpu_config_or_another_model_never_restores_the_cpu_results(
     for path, size in ((model, 64), (larger, 128)):
         path.mkdir()
         (path / "config.json").write_text(json.dumps({"hidden_size": size}))
-    args = experiment.argparse.Namespace(model=model, max_new_tokens=64, eval_dtype="float32", out=tmp_path)
+    args = argparse.Namespace(model=model, max_new_tokens=64, eval_dtype="float32", out=tmp_path)
 
     def recipe(config: str, model_dir: Path, **changes):
-        return experiment.recipe(
-            experiment.argparse.Namespace(**{**vars(args), "model": model_dir, **changes}),
+        return steps.experiment_recipe(
+            argparse.Namespace(**{**vars(args), "model": model_dir, **changes}),
             load_train_config(CONFIGS / config),
             data,
         )
 
-    cpu = recipe("smollm2_cpu.yaml", model)
-    assert recipe("smollm2_cpu.yaml", model, out=tmp_path / "elsewhere") == cpu  # where results go: no part
-    assert recipe("smollm2_gpu.yaml", model).differences(cpu.inputs) == ["config"]
-    assert recipe("smollm2_cpu.yaml", larger).differences(cpu.inputs) == ["model"]
-    assert recipe("smollm2_cpu.yaml", model, max_new_tokens=256).differences(cpu.inputs) == ["arguments"]
+    cpu = recipe(cpu_config, model)
+    assert recipe(cpu_config, model, out=tmp_path / "elsewhere") == cpu  # where results go: no part
+    assert recipe(gpu_config, model).differences(cpu.inputs) == ["config"]
+    assert recipe(cpu_config, larger).differences(cpu.inputs) == ["model"]
+    assert recipe(cpu_config, model, max_new_tokens=256).differences(cpu.inputs) == ["arguments"]
     (data["test_all"] / "test.jsonl").write_text('{"id": "q2"}\n')
-    assert recipe("smollm2_cpu.yaml", model).differences(cpu.inputs) == ["data"]
+    assert recipe(cpu_config, model).differences(cpu.inputs) == ["data"]

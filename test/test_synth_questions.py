@@ -198,9 +198,14 @@ def test_route_and_ego_motion_on_a_hand_built_walk() -> None:
         ],
     )
     vis = visibility({1: 0.0, 2: 0.0, 3: 0.0}, 3, end_s=13.0)
-    questions = generate_questions(
-        world, traj, vis, np.random.default_rng(1), config=QuestionConfig(per_task=20)
-    )
+    # Options are drawn with rejection (so that the truth is exchangeable with them): over a few draws.
+    questions = [
+        q
+        for seed in range(1, 7)
+        for q in generate_questions(
+            world, traj, vis, np.random.default_rng(seed), config=QuestionConfig(per_task=20)
+        )
+    ]
     routes = [q for q in questions if q.task == "route"]
     assert routes, "the walk from the red chair to the blue table must give a route question"
     full = [q for q in routes if q.start_s == 0.0 and q.end_s == 13.0]

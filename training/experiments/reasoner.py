@@ -35,22 +35,20 @@ recipe and unchanged code.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
-from kept import KeptResults, Recipe, file_identity, tree_identity, value_identity
-from steps import Stages, cli, join_sets
+from kept import KeptResults
+from steps import Stages, cli, evaluate, experiment_recipe, grpo_log, join_sets, restorable
 
 logger = logging.getLogger("reasoner")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
-KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
 KEPT_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed; no other experiment uses these seeds.
@@ -69,8 +67,6 @@ LABELS = {
     "sft": "SFT on oracle traces",
     "grpo": "GRPO from SFT",
 }
-# Arguments that say where results go, not what they are: left out of the recipe.
-NOT_IN_RECIPE = ("out", "figures", "results", "no_keep", "parts", "config", "model")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -120,18 +116,6 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
         )
         data[f"{role}_all"] = joined
     return data
-
-
-def recipe(args: argparse.Namespace, config: Any, data: dict[str, Path]) -> Recipe:
-    """What every result here depends on besides the code: the resolved config, the base model's files,
-    the prepared data sets and the other arguments."""
-    splits = {n: p / ("train.jsonl" if n.startswith("train") else "test.jsonl") for n, p in data.items()}
-    return Recipe({
-        "config": value_identity(dataclasses.asdict(config)),
-        "model": tree_identity(args.model),
-        "data": value_identity({name: file_identity(path) for name, path in sorted(splits.items())}),
-        "arguments": value_identity({k: v for k, v in vars(args).items() if k not in NOT_IN_RECIPE}),
-    })  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -221,40 +205,10 @@ def systems(args: argparse.Namespace, runs: dict[str, Path], blind: bool) -> dic
     return found
 
 
-def evaluate(
-    out: Path, args: argparse.Namespace, dataset: Path, name: str, system: list[str], stages: Stages,
-    kept: KeptResults,
-) -> Path:  # fmt: skip
-    """``embodied-r eval`` of one system into ``OUT/eval/NAME`` (restored when kept, kept when new)."""
-    target = out / "eval" / name
-    command = ["eval", str(dataset), "--split", "test", "--out", str(target), "--device", "cpu"]
-    command += ["--max-new-tokens", str(args.max_new_tokens), "--batch-size", str(args.eval_batch)]
-    command += ["--no-progress", "--dtype", "float32"]
-    if not kept.restore("eval", name, KEPT_EVAL_FILES):
-        kept.claim(target)
-    stages.run(f"eval {name}", target / "metrics.json", lambda: cli([*command, *system]))
-    kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
-    return target
-
-
-def restorable(kept: KeptResults, names: list[str]) -> set[str]:
-    """The evaluations among ``names`` that are kept and valid (restored into OUT on the way)."""
-    return {name for name in names if kept.restore("eval", name, KEPT_EVAL_FILES)}
-
-
-def grpo_log(out: Path, name: str, kept: KeptResults) -> list[dict[str, Any]]:
-    """GRPO run ``name``'s log history: kept (``log_history.json``), or from its checkpoints in OUT (then
-    kept); [] when neither is there."""
-    from embodied_r_training.eval.plots import load_log_history
-
-    log = out / "runs" / name / "log_history.json"
-    if not kept.restore("runs", name, ("log_history.json",)):
-        checkpoints = sorted((out / "runs" / name).glob("checkpoint-*"))
-        if not checkpoints:
-            return []
-        log.write_text(json.dumps({"log_history": load_log_history(out / "runs" / name)}) + "\n")
-        kept.keep("runs", name, {"log_history.json": log})
-    return load_log_history(log)
+def eval_flags(args: argparse.Namespace) -> list[str]:
+    """The ``embodied-r eval`` flags every system here is evaluated with (greedy, float32 on the CPU)."""
+    flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
+    return [*flags, str(args.eval_batch), "--no-progress", "--dtype", "float32"]
 
 
 def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
@@ -347,7 +301,7 @@ def main() -> int:
     if parts == {"data"}:
         return 0
     root = None if args.no_keep else args.results.resolve()
-    kept = KeptResults(REPO, root, out, recipe(args, config, data), [Path(__file__), args.config])
+    kept = KeptResults(REPO, root, out, experiment_recipe(args, config, data), [Path(__file__), args.config])
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "main" in parts:
         # SFT and what needs no training first, then GRPO: the first rows are ready (and kept) soonest.
@@ -359,7 +313,7 @@ def main() -> int:
             runs = train_pair(out, args, data, stages, kept, "all", methods)
             for key, system in systems(args, runs, True).items():
                 if (key in late) == bool(pass_):
-                    evals[key] = evaluate(out, args, data["test_all"], key, system, stages, kept)
+                    evals[key] = evaluate(out, data["test_all"], key, system, eval_flags(args), stages, kept)
         evals = {key: evals[key] for key in LABELS}
         result = compare(
             [load_run(f"{LABELS[k]}={p}") for k, p in evals.items()], [LABELS["sft"], LABELS["options_only"]]
@@ -385,7 +339,7 @@ def main() -> int:
             for (method, _, test_env), name in mine.items():
                 system = systems(args, runs, False)[method]
                 results[(method, train_env, test_env)] = evaluate(
-                    out, args, data[f"test_{test_env}"], name, system, stages, kept
+                    out, data[f"test_{test_env}"], name, system, eval_flags(args), stages, kept
                 )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])

@@ -49,7 +49,6 @@ there is moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import shutil
@@ -57,15 +56,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kept import KeptResults, Recipe, file_identity, tree_identity, value_identity
-from steps import Stages, cli, join_sets
+from kept import KeptResults
+from steps import Stages, cli, evaluate, experiment_recipe, grpo_log, join_sets, restorable
 
 logger = logging.getLogger("smollm2_grpo")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "smollm2_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "smollm2"
-KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed. Test seeds are never used for training data.
 SEEDS = {
@@ -112,26 +110,6 @@ VARIANTS = {
     ),
 }  # fmt: skip
 VARIANTS_BY_EVAL = {f"grpo_{v.suffix}": v for v in VARIANTS.values()}
-
-
-# ----------------------------------------------------------------------------------------------------
-# Results kept across machines (kept.py): keyed by the code and by this recipe
-
-# Arguments that say where results go, not what they are: left out of the recipe.
-NOT_IN_RECIPE = ("out", "figures", "results", "no_keep", "parts", "config", "model")
-
-
-def recipe(args: argparse.Namespace, config: Any, data: dict[str, Path]) -> Recipe:
-    """What every result of this experiment depends on besides the code: the resolved training config, the
-    base model's files, the prepared data sets and the other arguments (module docstring)."""
-    splits = {name: path / ("train.jsonl" if name.startswith("train") else "test.jsonl")
-              for name, path in data.items()}  # fmt: skip
-    return Recipe({
-        "config": value_identity(dataclasses.asdict(config)),
-        "model": tree_identity(args.model),
-        "data": value_identity({name: file_identity(path) for name, path in sorted(splits.items())}),
-        "arguments": value_identity({k: v for k, v in vars(args).items() if k not in NOT_IN_RECIPE}),
-    })  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -252,48 +230,10 @@ def systems(args: argparse.Namespace, env: str, variant: Variant | None = None) 
     return found
 
 
-def evaluate(
-    out: Path,
-    args: argparse.Namespace,
-    dataset: Path,
-    name: str,
-    system: list[str],
-    stages: Stages,
-    kept: KeptResults,
-) -> Path:
-    """``embodied-r eval`` of one system into ``OUT/eval/NAME`` (restored when kept, kept when new)."""
-    target = out / "eval" / name
-    command = ["eval", str(dataset), "--split", "test", "--out", str(target), "--device", "cpu"]
-    command += [
-        "--max-new-tokens",
-        str(args.max_new_tokens),
-        "--batch-size",
-        str(args.eval_batch),
-        "--no-progress",
-        "--dtype",
-        args.eval_dtype,
-    ]
-    if not kept.restore("eval", name, KEPT_EVAL_FILES):
-        kept.claim(target)
-    stages.run(f"eval {name}", target / "metrics.json", lambda: cli([*command, *system]))
-    kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
-    return target
-
-
-def grpo_log(run_dir: Path, kept: KeptResults) -> list[dict[str, Any]]:
-    """The GRPO run's log history (for the curves): from its checkpoints, or kept (``log_history.json``)."""
-    from embodied_r_training.eval.plots import load_log_history
-
-    name, log = run_dir.name, run_dir / "log_history.json"
-    if not kept.restore("runs", name, ("log_history.json",)):
-        log.write_text(json.dumps({"log_history": load_log_history(run_dir)}) + "\n", encoding="utf-8")
-        kept.keep("runs", name, {"log_history.json": log})
-    return load_log_history(log)
-
-
-def restorable(kept: KeptResults, names: list[str]) -> set[str]:
-    """The evaluations among ``names`` that are kept and still valid (restored into OUT on the way)."""
-    return {name for name in names if kept.restore("eval", name, KEPT_EVAL_FILES)}
+def eval_flags(args: argparse.Namespace) -> list[str]:
+    """The ``embodied-r eval`` flags every system of this experiment is evaluated with."""
+    flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
+    return [*flags, str(args.eval_batch), "--no-progress", "--dtype", args.eval_dtype]
 
 
 def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
@@ -387,12 +327,12 @@ def variant_table(
     needed = name not in restorable(kept, [name])
     runs = train_runs(out, args, data, stages, kept, ["all"], ["grpo"], lambda run: needed, variant=variant)
     system = systems(args, "all", variant=variant)["grpo"]
-    evals[name] = evaluate(out, args, data["test_all"], name, system, stages, kept)
+    evals[name] = evaluate(out, data["test_all"], name, system, eval_flags(args), stages, kept)
     against = [LABELS["untrained"], LABELS["warm"], LABELS["grpo"]] + [labels[b] for b in variant.baselines]
     result = compare([load_run(f"{labels[k]}={p}") for k, p in evals.items()], against)
     files = write_comparison(result, out / "tables" / part)
     run_dir = runs[f"grpo_all_{variant.suffix}"]
-    curves = plot_training_curves(grpo_log(run_dir, kept), run_dir / "plots")
+    curves = plot_training_curves(grpo_log(out, run_dir.name, kept), run_dir / "plots")
     args.figures.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files[2], args.figures / f"smollm2_{variant.suffix}.png")
     for curve in curves:
@@ -413,7 +353,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=REPO / ".cache" / "models" / "smollm2",
                         help="the converted SmolLM2 directory (built here when missing)")  # fmt: skip
     parser.add_argument(
-        "--parts", default="main,ood,rotate,curriculum",
+        "--parts",
+        default="main,ood,rotate,curriculum",
         help="main (all scenes), ood (indoor vs outdoor), rotate (GRPO with rotated options), curriculum "
         "(rotated options + curriculum by task)",
     )
@@ -471,7 +412,7 @@ def main() -> int:
         )
     data = build_data(out, args, stages)
     root = None if args.no_keep else args.results.resolve()
-    kept = KeptResults(REPO, root, out, recipe(args, config, data), [Path(__file__), args.config])
+    kept = KeptResults(REPO, root, out, experiment_recipe(args, config, data), [Path(__file__), args.config])
 
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "main" in parts:
@@ -483,13 +424,13 @@ def main() -> int:
         for key, system in systems(args, "all").items():
             if key == "sft":
                 runs.update(train_runs(out, args, data, stages, kept, ["all"], ["sft"], needed.get))
-            evals[key] = evaluate(out, args, data["test_all"], key, system, stages, kept)
+            evals[key] = evaluate(out, data["test_all"], key, system, eval_flags(args), stages, kept)
         result = compare([load_run(f"{LABELS[k]}={p}") for k, p in evals.items()],
                          [LABELS["untrained"], LABELS["warm"]])  # fmt: skip
         for row, key in zip(result["systems"], evals, strict=True):
             row["mc_accuracy_lenient"] = lenient_mc(evals[key], data["test_all"])
         files = write_comparison(result, out / "tables" / "main")
-        curves = plot_training_curves(grpo_log(runs["grpo_all"], kept), runs["grpo_all"] / "plots")
+        curves = plot_training_curves(grpo_log(out, "grpo_all", kept), runs["grpo_all"] / "plots")
         summary["tables"]["main"] = result
         for source, name in (
             (files[2], "smollm2_main.png"),
@@ -511,7 +452,7 @@ def main() -> int:
                 for (_, _, test_env), name in mine.items():
                     system = systems(args, train_env)[key]
                     results[(key, train_env, test_env)] = evaluate(
-                        out, args, data[f"test_{test_env}"], name, system, stages, kept
+                        out, data[f"test_{test_env}"], name, system, eval_flags(args), stages, kept
                     )
         summary["tables"]["ood"] = ood_table(results, out / "tables")
         print(summary["tables"]["ood"]["markdown"])

@@ -86,9 +86,7 @@ DRAFT_TRIES = 200
 # Rooms drawn to stand beside the true one in room_size options; random windows for my-motion questions.
 ROOM_DRAWS = 40
 TRAVEL_WINDOWS = 40
-# True routes' turn sequences: how many turns (1, 2, 3) and which turn, as the walks and flights give them
-# (measured on 1,200 generated scenes: 92 routes).
-ROUTE_LENGTHS = (0.83, 0.15, 0.02)
+# True routes' turns, as the walks and flights give them (measured on 1,200 generated scenes: 92 routes).
 ROUTE_TURNS = {"turn left": 0.37, "turn right": 0.37, "turn around": 0.26}
 
 
@@ -541,7 +539,7 @@ def _route(ctx: _Context) -> list[_Draft]:
         if start is None or goal is None or start.id == goal.id:
             continue
         correct = ", then ".join(turns)
-        distractors = _route_distractors(correct, ctx.rng)
+        distractors = _route_distractors(turns, ctx.rng)
         if distractors is None:
             continue
         text = (
@@ -552,21 +550,27 @@ def _route(ctx: _Context) -> list[_Draft]:
     return drafts
 
 
-def _random_route(rng: np.random.Generator) -> str:
-    """A turn sequence drawn as true routes are distributed (:data:`ROUTE_LENGTHS`, :data:`ROUTE_TURNS`)."""
-    lengths, weights = np.array(ROUTE_LENGTHS), np.array(list(ROUTE_TURNS.values()))
-    length = 1 + int(rng.choice(len(lengths), p=lengths / lengths.sum()))
+def _random_route(rng: np.random.Generator, length: int) -> str:
+    """A turn sequence of ``length`` turns, each drawn as true turns are distributed (:data:`ROUTE_TURNS`)."""
+    weights = np.array(list(ROUTE_TURNS.values()))
     turns = rng.choice(len(weights), size=length, p=weights / weights.sum())
     return ", then ".join(list(ROUTE_TURNS)[int(i)] for i in turns)
 
 
-def _route_distractors(correct: str, rng: np.random.Generator, samples: int = 400) -> list[str] | None:
-    """Three turn sequences to stand beside ``correct``: random routes (:func:`_random_route`), so that the
-    truth is one more draw of the same kind (not the centre of its one-edit neighbours). As for numbers
-    (:class:`_Distractors`), a truth gets options with probability proportional to the chance that a
-    random draw of three differs from it and from each other, then one such draw is taken; None
-    otherwise."""
-    draws = [[_random_route(rng) for _ in range(3)] for _ in range(samples)]
+def _route_distractors(turns: list[str], rng: np.random.Generator, samples: int = 400) -> list[str] | None:
+    """The other options of a route whose truth is ``turns``: sequences of the SAME length, so that no
+    option stands out by its length (true routes are mostly one turn; mixed lengths let a blind reader pick
+    the odd one out). One turn: the two other single turns (three options), kept with a probability that
+    makes each turn equally likely as the truth. Longer: three random sequences of that length
+    (:func:`_random_route`), so that the truth is one more draw of the same kind; as for numbers
+    (:class:`_Distractors`), a truth gets options with probability proportional to the chance that a random
+    draw of three differs from it and from each other, then one such draw is taken. None: no options."""
+    correct = ", then ".join(turns)
+    if len(turns) == 1:
+        if rng.random() >= min(ROUTE_TURNS.values()) / ROUTE_TURNS[turns[0]]:
+            return None
+        return [t for t in ROUTE_TURNS if t != correct]
+    draws = [[_random_route(rng, len(turns)) for _ in range(3)] for _ in range(samples)]
 
     def fits(text: str) -> np.ndarray:
         return np.array([len({text, *row}) == 4 for row in draws])
