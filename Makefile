@@ -40,7 +40,7 @@ $(VENV_STAMP): requirements.txt requirements-nodeps.txt
 build: $(BUILD_STAMP)
 $(BUILD_STAMP): $(VENV_STAMP) $(BUILD_INPUTS)
 	source $(VENV)/bin/activate && colcon build --symlink-install --event-handlers console_direct- \
-		--cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=OFF
+		--cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=ON
 	touch $@
 
 smollm2: $(SMOLLM2_STAMP)
@@ -51,10 +51,13 @@ $(SMOLLM2_STAMP): $(VENV_STAMP) | $(BUILD_STAMP)
 demo: build $(SMOLLM2_STAMP)
 	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) EMBODIED_R_SMOLLM2=$(CURDIR)/$(SMOLLM2) embodied-r demo $(if $(VLM),--vlm $(VLM)) $(if $(LM),--lm $(LM))
 
+# The suite runs as a ROS user runs a package's tests: `colcon test` (ament_add_pytest_test in CMakeLists.txt),
+# then `colcon test-result`; PYTEST_ARGS go to pytest (e.g. PYTEST_ARGS="-x -k keyframes").
 test: build $(SMOLLM2_STAMP)
 	$(RUN) EMBODIED_R_TINY_MODELS=$(CURDIR)/$(TINY_MODELS) EMBODIED_R_SMOLLM2=$(CURDIR)/$(SMOLLM2) \
-		ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST \
-		python -m pytest test -q $(PYTEST_ARGS)
+		ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST PYTEST_ADDOPTS="-q $(PYTEST_ARGS)" \
+		colcon test --event-handlers console_direct+ --return-code-on-test-failure && \
+		colcon test-result --verbose
 
 lint: venv
 	$(VENV)/bin/ruff check .
