@@ -441,6 +441,9 @@ class Answer:
     descriptions: list = field(default_factory=list)  # perception.Description items (no import here)
     perception_s: float = 0.0
     reasoning_s: float = 0.0
+    # What the pipeline did to get this answer beyond the plain path (a prompt fitted to the context, ...),
+    # one sentence each, for the answer's message.
+    notes: list[str] = field(default_factory=list)
 
 
 def answer_from_completion(completion: str, question: str, options: Sequence[str]) -> Answer:

@@ -1,4 +1,4 @@
-"""Typed configuration of the pipeline, with the one set of defaults and the node's parameter table.
+"""Typed configuration of the pipeline, with the one set of defaults, and the parameter-table machinery.
 
 The ROS node fills these from parameters, the CLI from flags, training from YAML; all go through
 :func:`from_dict`, which rejects unknown keys with a message that lists the known ones.
@@ -7,7 +7,8 @@ Each field is declared with :func:`param`: its default plus what the node says a
 range or choices, whether it may change while the node runs, and the launch argument or ``embodied-r run``
 flag that sets it, if any). :func:`parameter_specs` reads that table; the node's parameter declarations
 (``ros/params.py``), ``config/embodied_r.yaml``, the launch file's arguments and ``embodied-r run``'s flags
-are all derived from it (:func:`shortcuts`), so a parameter is written down in this file only.
+are all derived from it (:func:`shortcuts`), so a parameter is written down once. The node's own sections
+(camera, poses, questions) live in :mod:`embodied_r_ros.node_config`; the pipeline's are here.
 
 The other commands' configs (synth, prepare, eval, import-video, in training) declare their flags the same
 way, ``param(..., flag=...)`` on their fields or in a :func:`section`'s overrides; :func:`leaf_fields` reads
@@ -33,7 +34,8 @@ BACKENDS = ("transformers", "openai")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-def _check(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``ok`` (the checks in ``__post_init__``)."""
     if not ok:
         raise ConfigError(message)
 
@@ -113,7 +115,7 @@ def section(factory: Callable[[], Any], **overrides: dict[str, Any]) -> Any:
     """A nested config field; ``overrides`` change what some of its fields say as parameters of this section.
 
     ``vlm`` and ``lm`` share :class:`ModelConfig` but describe their model differently, e.g.
-    ``section(_default_lm, model={"description": ...})``. A field declared without :func:`param` gets its
+    ``section(default_lm, model={"description": ...})``. A field declared without :func:`param` gets its
     ParamSpec here (``{"description": ..., "flag": ...}``). The overrides of a nested section are one level
     deeper: ``section(ModelConfig, openai={"base_url": {"flag": "--base-url"}})``.
     """
@@ -124,7 +126,7 @@ def _field_spec(config: Any, name: str) -> ParamSpec:
     return next(f for f in dataclasses.fields(config) if f.name == name).metadata[_PARAM]
 
 
-def _check_param(config: Any, name: str, where: str, note: str = "") -> None:
+def check_param(config: Any, name: str, where: str, note: str = "") -> None:
     """Check field ``name`` against the choices or range its :func:`param` gives.
 
     Used where that range is also the rule for every user of the config. Elsewhere the node's range is
@@ -133,9 +135,9 @@ def _check_param(config: Any, name: str, where: str, note: str = "") -> None:
     """
     spec, value = _field_spec(config, name), getattr(config, name)
     problem = spec.problem(where + name, value)
-    _check(problem is None, problem or "")
+    require(problem is None, problem or "")
     if spec.lo is not None and spec.hi is not None:
-        _check(spec.lo <= value <= spec.hi, f"{where}{name} must be in {spec.lo}..{spec.hi}{note}")
+        require(spec.lo <= value <= spec.hi, f"{where}{name} must be in {spec.lo}..{spec.hi}{note}")
 
 
 @dataclass
@@ -158,10 +160,10 @@ class BufferConfig:
     jpeg_quality: int = param(90, "JPEG quality of stored frames; 0 = raw pixels", bounds=(0, 100))
 
     def __post_init__(self) -> None:
-        _check(self.memory_mb > 0, "buffer.memory_mb must be > 0")
-        _check(self.history_s > 0, "buffer.history_s must be > 0")
-        _check(self.max_side >= 32, "buffer.max_side must be >= 32 pixels")
-        _check_param(self, "jpeg_quality", "buffer.", " (0 = raw pixels)")
+        require(self.memory_mb > 0, "buffer.memory_mb must be > 0")
+        require(self.history_s > 0, "buffer.history_s must be > 0")
+        require(self.max_side >= 32, "buffer.max_side must be >= 32 pixels")
+        check_param(self, "jpeg_quality", "buffer.", " (0 = raw pixels)")
 
 
 @dataclass
@@ -189,22 +191,22 @@ class KeyFrameConfig:
     match_width: int = param(320, "match frames this wide; 0 = full resolution, else >= 64", bounds=(0, 8192))
 
     def __post_init__(self) -> None:
-        _check(self.candidate_fps > 0, "keyframes.candidate_fps must be > 0")
-        _check(self.orb_features >= 10, "keyframes.orb_features must be >= 10")
-        _check(self.min_matches >= 4, "keyframes.min_matches must be >= 4 (a homography needs 4 points)")
-        _check(self.ransac_reproj_threshold > 0, "keyframes.ransac_reproj_threshold must be > 0")
-        _check(0 < self.overlap_threshold <= 1, "keyframes.overlap_threshold must be in (0, 1]")
-        _check(self.min_keyframes >= 2, "keyframes.min_keyframes must be >= 2 (first and last)")
-        _check(
+        require(self.candidate_fps > 0, "keyframes.candidate_fps must be > 0")
+        require(self.orb_features >= 10, "keyframes.orb_features must be >= 10")
+        require(self.min_matches >= 4, "keyframes.min_matches must be >= 4 (a homography needs 4 points)")
+        require(self.ransac_reproj_threshold > 0, "keyframes.ransac_reproj_threshold must be > 0")
+        require(0 < self.overlap_threshold <= 1, "keyframes.overlap_threshold must be in (0, 1]")
+        require(self.min_keyframes >= 2, "keyframes.min_keyframes must be >= 2 (first and last)")
+        require(
             self.max_keyframes >= self.min_keyframes,
             "keyframes.max_keyframes must be >= keyframes.min_keyframes",
         )
-        _check(self.match_width == 0 or self.match_width >= 64, "keyframes.match_width must be 0 or >= 64")
+        require(self.match_width == 0 or self.match_width >= 64, "keyframes.match_width must be 0 or >= 64")
 
 
 # What a model's fields say as parameters. NodeConfig's vlm and lm sections put the role in front of
-# _MODEL_SOURCE.
-_MODEL_SOURCE = (
+# MODEL_SOURCE.
+MODEL_SOURCE = (
     "Hugging Face repo id (in the local cache) or checkpoint directory; served model name with backend openai"
 )
 _BACKEND = "transformers (in-process) or openai (an OpenAI-compatible server such as vLLM)"
@@ -243,8 +245,8 @@ class TransformersOptions:
     allow_download: bool = param(False, "fetch the model from the hub when it is not on disk")
 
     def __post_init__(self) -> None:
-        _check_param(self, "dtype", "model ")
-        _check(self.image_cache_mb >= 0, "model image_cache_mb must be >= 0 (0 turns the cache off)")
+        check_param(self, "dtype", "model ")
+        require(self.image_cache_mb >= 0, "model image_cache_mb must be >= 0 (0 turns the cache off)")
 
 
 @dataclass
@@ -258,9 +260,9 @@ class OpenAIOptions:
     max_concurrency: int = param(8, "requests in flight at once", bounds=(1, 1024))
 
     def __post_init__(self) -> None:
-        _check(self.timeout_s > 0, "model timeout_s must be > 0")
-        _check(self.retries >= 0, "model retries must be >= 0")
-        _check(self.max_concurrency >= 1, "model max_concurrency must be >= 1")
+        require(self.timeout_s > 0, "model timeout_s must be > 0")
+        require(self.retries >= 0, "model retries must be >= 0")
+        require(self.max_concurrency >= 1, "model max_concurrency must be >= 1")
 
 
 @dataclass
@@ -268,7 +270,7 @@ class ModelConfig:
     """One model: where it lives, what it generates, and its backend's options (one section per backend)."""
 
     # Hub repo id or local directory (transformers) / served model name (openai).
-    model: str = param("", _MODEL_SOURCE)
+    model: str = param("", MODEL_SOURCE)
     backend: str = param(
         "transformers",
         _BACKEND,
@@ -284,9 +286,9 @@ class ModelConfig:
     openai: OpenAIOptions = section(OpenAIOptions)
 
     def __post_init__(self) -> None:
-        _check_param(self, "backend", "model ")
-        _check(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
-        _check(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
+        check_param(self, "backend", "model ")
+        require(self.max_new_tokens >= 1, "model max_new_tokens must be >= 1")
+        require(self.temperature >= 0, "model temperature must be >= 0 (0 = greedy)")
 
     def with_adapter(self, adapter: str) -> ModelConfig:
         """This model with LoRA adapter directory ``adapter`` ("" = none); everything else unchanged."""
@@ -322,11 +324,13 @@ def _field_names(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def _default_vlm() -> ModelConfig:
+def default_vlm() -> ModelConfig:
+    """The VLM a pipeline uses unless told otherwise."""
     return ModelConfig(model="Qwen/Qwen2.5-VL-7B-Instruct", max_new_tokens=256)
 
 
-def _default_lm() -> ModelConfig:
+def default_lm() -> ModelConfig:
+    """The reasoning LM a pipeline uses unless told otherwise."""
     return ModelConfig(model="Qwen/Qwen2.5-3B-Instruct", max_new_tokens=512)
 
 
@@ -352,7 +356,7 @@ class PerceptionConfig:
     )
 
     def __post_init__(self) -> None:
-        _check(
+        require(
             bool(self.perceiver.strip()), f"perception.perceiver must not be empty ({VLM_PERCEIVER}: the VLM)"
         )
 
@@ -362,8 +366,8 @@ class PipelineConfig:
     """Everything the core pipeline needs: perception, models, key frames, buffer."""
 
     perception: PerceptionConfig = field(default_factory=PerceptionConfig)
-    vlm: ModelConfig = field(default_factory=_default_vlm)
-    lm: ModelConfig = field(default_factory=_default_lm)
+    vlm: ModelConfig = field(default_factory=default_vlm)
+    lm: ModelConfig = field(default_factory=default_lm)
     keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
     buffer: BufferConfig = field(default_factory=BufferConfig)
 
@@ -443,173 +447,6 @@ def load_yaml(path: str | Path, cls: type[T] = PipelineConfig) -> T:  # type: ig
 def to_dict(config: Any) -> dict[str, Any]:
     """The plain-dict form of a config dataclass (for YAML, logs and ROS parameters)."""
     return dataclasses.asdict(config)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The ROS node's own settings. Its parameters are exactly the fields of NodeConfig, dotted
-# ("camera.topic", "vlm.model", ...), described by their param() metadata (see parameter_specs).
-
-QOS_PROFILES = ("sensor_data", "reliable")
-
-
-@dataclass
-class CameraConfig:
-    """Camera input of the node."""
-
-    # Relative names resolve in the node's namespace.
-    topic: str = param(
-        "camera/image_raw",
-        "camera topic (sensor_msgs/Image); with camera.compressed the node subscribes to "
-        "<topic>/compressed (image_transport naming) unless the topic already ends in /compressed",
-        launch=Alias("camera_topic", "camera topic (sensor_msgs/Image)"),
-        flag=Alias("--camera-topic", "camera topic (parameter camera.topic)"),
-    )
-    compressed: bool = param(
-        False,
-        "subscribe to sensor_msgs/CompressedImage (JPEG/PNG) instead of Image",
-        launch=Alias("compressed", "true: subscribe to <camera_topic>/compressed (CompressedImage)"),
-        flag=Alias("--compressed", "the camera publishes CompressedImage"),
-    )
-    qos: str = param(
-        "sensor_data",
-        "sensor_data (best effort, keep last; takes reliable publishers too) or reliable",
-        choices=QOS_PROFILES,
-    )
-    qos_depth: int = param(5, "camera subscription queue depth", bounds=(1, 1000))
-    jump_back_reset_s: float = param(
-        1.0,
-        "a frame stamped this many seconds behind the newest clears the history (a bag loops, a simulation "
-        "restarts); 0 = never",
-        bounds=(0.0, 86400.0),
-    )
-
-    def __post_init__(self) -> None:
-        _check(bool(self.topic.strip()), "camera.topic must not be empty")
-        _check_param(self, "qos", "camera.")
-        _check(self.qos_depth >= 1, "camera.qos_depth must be >= 1")
-        _check(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
-
-
-@dataclass
-class OdometryConfig:
-    """Optional odometry (nav_msgs/Odometry): key frames get the pose interpolated at their stamp."""
-
-    topic: str = param(
-        "odom",
-        "nav_msgs/Odometry topic; key frames get the pose interpolated at their stamp and the actions "
-        "between them come from odometry; empty = no odometry (the VLM labels actions)",
-        # An empty launch argument keeps the file's value, so the launch file takes "none" for "".
-        launch=Alias("odometry_topic", "nav_msgs/Odometry topic, or none"),
-        flag=Alias("--odometry-topic", "nav_msgs/Odometry topic; '' turns odometry off"),
-    )
-    max_gap_s: float = param(
-        0.5, "a key frame farther than this from any odometry sample gets no pose", bounds=(0.001, 60.0)
-    )
-
-    def __post_init__(self) -> None:
-        _check(self.max_gap_s > 0, "odometry.max_gap_s must be > 0")
-
-
-@dataclass
-class QueryConfig:
-    """How the node serves questions; all of it may change while the node runs."""
-
-    window_s: float = param(
-        60.0,
-        "seconds of history a question covers when it asks for 0 (the window ends at the newest frame)",
-        bounds=(0.1, 86400.0),
-        dynamic=True,
-        flag=Alias("--window", "default question window, seconds (query.window_s)"),
-    )
-    timeout_s: float = param(
-        120.0,
-        "seconds from a question's arrival (queue wait included) to its answer; past it the caller gets "
-        "success=false",
-        bounds=(0.1, 86400.0),
-        dynamic=True,
-        flag=Alias("--timeout", "question timeout, seconds (query.timeout_s)"),
-    )
-    queue_length: int = param(
-        2,
-        "questions that may wait behind the running one; more get success=false 'busy' at once",
-        bounds=(0, 64),
-        dynamic=True,
-    )
-    publish_keyframes: bool = param(True, "publish each answer's key frames on ~/keyframes", dynamic=True)
-    pre_encode_keyframes: bool = param(
-        True,
-        "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
-        "(nothing to encode with perception.perceiver ground_truth)",
-        dynamic=True,
-    )
-    # Bounds on one request: the question goes to the VLM once per key frame, so an unbounded one can
-    # exhaust the robot's memory (a 100 kB question grew the node past 6 GB).
-    max_question_chars: int = param(
-        2000,
-        "longest question accepted (characters); a longer one gets success=false at once (the question "
-        "goes to the VLM once per key frame)",
-        bounds=(1, 100000),
-        dynamic=True,
-    )
-    max_options: int = param(26, "most answer options accepted (letters A..Z)", bounds=(0, 26), dynamic=True)
-    max_option_chars: int = param(
-        200, "longest answer option accepted (characters)", bounds=(1, 10000), dynamic=True
-    )
-
-    def __post_init__(self) -> None:
-        _check(self.window_s > 0, "query.window_s must be > 0 seconds")
-        _check(self.timeout_s > 0, "query.timeout_s must be > 0 seconds")
-        _check_param(self, "queue_length", "query.")
-        _check_param(self, "max_question_chars", "query.")
-        _check_param(self, "max_options", "query.", " (option letters A..Z)")
-        _check_param(self, "max_option_chars", "query.")
-
-
-@dataclass
-class NodeConfig:
-    """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
-
-    camera: CameraConfig = section(CameraConfig)
-    odometry: OdometryConfig = section(OdometryConfig)
-    query: QueryConfig = section(QueryConfig)
-    perception: PerceptionConfig = section(PerceptionConfig)
-    vlm: ModelConfig = section(
-        _default_vlm,
-        model={
-            "description": "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct), used with "
-            "perception.perceiver vlm: " + _MODEL_SOURCE,
-            "launch": Alias("vlm", "VLM: repo id or checkpoint directory"),
-            "flag": Alias("--vlm", "VLM repo id or directory (parameter vlm.model)"),
-        },
-    )
-    lm: ModelConfig = section(
-        _default_lm,
-        model={
-            "description": "reasoning language model (paper: Qwen2.5-3B-Instruct, trained): " + _MODEL_SOURCE,
-            "launch": Alias("lm", "LM: repo id or checkpoint directory"),
-            "flag": Alias("--lm", "LM repo id or directory (parameter lm.model)"),
-        },
-    )
-    keyframes: KeyFrameConfig = section(KeyFrameConfig)
-    buffer: BufferConfig = section(BufferConfig)
-    diagnostics_period_s: float = param(1.0, "seconds between /diagnostics messages", bounds=(0.1, 3600.0))
-    # 0 = all cores but one, so that inference on the CPU does not starve the camera subscription and DDS
-    # (on 2 cores it made a 30 Hz stream stall for seconds).
-    torch_threads: int = param(
-        0,
-        "CPU threads for in-process models; 0 = all cores but one, leaving one for the camera and DDS",
-        bounds=(0, 1024),
-    )
-
-    def __post_init__(self) -> None:
-        _check(self.diagnostics_period_s > 0, "diagnostics_period_s must be > 0 seconds")
-        _check(self.torch_threads >= 0, "torch_threads must be >= 0 (0 = all cores but one)")
-
-    def pipeline(self) -> PipelineConfig:
-        """The core pipeline's part of this configuration."""
-        return PipelineConfig(
-            perception=self.perception, vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer
-        )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -702,14 +539,15 @@ def _is_union(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType)
 
 
-def parameter_specs(config: Any = None) -> dict[str, ParamSpec]:
-    """{dotted parameter name: ParamSpec} for every leaf field of ``config`` (default: NodeConfig), in order.
+def parameter_specs(config: Any) -> dict[str, ParamSpec]:
+    """{dotted parameter name: ParamSpec} for every leaf field of ``config`` (a config class or instance, e.g.
+    the node's :class:`~embodied_r_ros.node_config.NodeConfig`), in order.
 
     A section's overrides (:func:`section`) replace what its fields say; a field declared without
     :func:`param` is a programming error (every node parameter must be described).
     """
     specs: dict[str, ParamSpec] = {}
-    for leaf in leaf_fields(NodeConfig() if config is None else config):
+    for leaf in leaf_fields(config):
         if leaf.spec is None:
             raise TypeError(f"config field {leaf.name} is not declared with param(...)")
         specs[leaf.name] = leaf.spec
@@ -728,14 +566,15 @@ class Shortcut:
     default: Any = None  # the parameters' default when they share one (REQUIRED: none), else None
 
 
-def shortcuts(kind: Literal["launch", "flag"], config: Any = None) -> dict[str, Shortcut]:
+def shortcuts(kind: Literal["launch", "flag"], config: Any) -> dict[str, Shortcut]:
     """The launch arguments (``"launch"``) or flags (``"flag"``) declared on the fields of ``config`` (a
-    config dataclass or instance; default: the node's, whose flags are ``embodied-r run``'s), in table order.
+    config dataclass or instance: the node's :class:`~embodied_r_ros.node_config.NodeConfig` gives
+    ``embodied-r run``'s flags and the launch arguments), in table order.
 
     The fields that give the same alias (the fields vlm and lm share) are set together by it.
     """
     found: dict[str, Shortcut] = {}
-    for leaf in leaf_fields(NodeConfig() if config is None else config):
+    for leaf in leaf_fields(config):
         alias: Alias | None = getattr(leaf.spec, kind) if leaf.spec is not None else None
         if alias is None:
             continue

@@ -179,7 +179,7 @@ class Perceiver:
                 user = ChatMessage("user", (keyframe.frame.image, prompts.scene_prompt(question, options)))
             else:
                 previous = keyframes[j - 1]
-                motion = _odometry_motion(previous, keyframe)
+                motion = odometry_motion(previous, keyframe)
                 user = ChatMessage(
                     "user",
                     (
@@ -235,7 +235,7 @@ def parse_descriptions(keyframes: Sequence[KeyFrame], replies: Sequence[str]) ->
             descriptions.append(Description(j, stamp, None, " ".join(reply.split()), reply))
             continue
         label, observation = parse_step_reply(reply)
-        motion = _odometry_motion(keyframes[j - 1], keyframe)
+        motion = odometry_motion(keyframes[j - 1], keyframe)
         if motion is not None:
             descriptions.append(Description(j, stamp, f"I {motion}", observation, reply, "odometry"))
         else:
@@ -243,7 +243,7 @@ def parse_descriptions(keyframes: Sequence[KeyFrame], replies: Sequence[str]) ->
     return descriptions
 
 
-def _odometry_motion(previous: KeyFrame, current: KeyFrame) -> str | None:
+def odometry_motion(previous: KeyFrame, current: KeyFrame) -> str | None:
     """The odometry's account of the motion between two key frames, or None without poses."""
     if previous.frame.pose is None or current.frame.pose is None:
         return None

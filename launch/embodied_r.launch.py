@@ -7,7 +7,7 @@
 Parameters come from ``config_file`` (default: this package's config/embodied_r.yaml, every default
 listed), then from the arguments that set parameters (:data:`ARGUMENTS`; ``--show-args`` lists them)
 that are not empty; an empty argument keeps the file's value. ``odometry_topic:=none`` turns odometry
-off. Those arguments are declared with the parameters, in embodied_r_ros/config.py
+off. Those arguments are declared with the parameters, in embodied_r_ros/node_config.py
 (``param(..., launch=...)``). ``launch`` and ``launch_ros`` are imported inside the functions, so the
 plain-Python parts (the argument table and :func:`parameter_overrides`) load anywhere (the package's
 tests check them against the node's parameters).
@@ -16,10 +16,11 @@ tests check them against the node's parameters).
 import os
 
 from embodied_r_ros.config import shortcuts  # plain Python: the parameter table, no ROS imports
+from embodied_r_ros.node_config import NodeConfig
 
 NODE_NAME = "embodied_r"
 # Launch argument -> what it sets: its help, the node parameters (several for device) and their type.
-ARGUMENTS = shortcuts("launch")
+ARGUMENTS = shortcuts("launch", NodeConfig)
 # Launch argument -> the node parameters it sets (when not empty).
 ARGUMENT_PARAMETERS = {name: list(argument.parameters) for name, argument in ARGUMENTS.items()}
 # An empty argument keeps the config file's value, so these take "none" for an empty string.

@@ -26,15 +26,9 @@ from embodied_r_ros.cli.report import (
     render_report,
     write_report,
 )
-from embodied_r_ros.config import (
-    ConfigError,
-    ModelConfig,
-    NodeConfig,
-    PerceptionConfig,
-    QueryConfig,
-    TransformersOptions,
-)
+from embodied_r_ros.config import ConfigError, ModelConfig, PerceptionConfig, TransformersOptions
 from embodied_r_ros.frames import NS_PER_S, Pose
+from embodied_r_ros.node_config import NodeConfig, QueryConfig
 from embodied_r_ros.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions
 from embodied_r_ros.ros.frame_loss import SequenceGaps

@@ -38,8 +38,9 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.cli.parts import perceivers
-from embodied_r_ros.config import ConfigError, NodeConfig, model_config
+from embodied_r_ros.config import ConfigError, model_config
 from embodied_r_ros.frames import NS_PER_S, Pose
+from embodied_r_ros.node_config import NodeConfig
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
 from embodied_r_ros.ros.questions import QueryRequest

@@ -72,3 +72,27 @@ class GenerationBackend(Protocol):
     def close(self) -> None:
         """Release the model (GPU memory, HTTP sessions)."""
         ...
+
+
+@dataclass(frozen=True)
+class PromptRoom:
+    """How a prompt sits in a model's context: its tokens and the most a prompt may take (the context less
+    the tokens asked for), so that ``tokens <= limit`` fits."""
+
+    tokens: int
+    limit: int
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens <= self.limit
+
+
+@runtime_checkable
+class MeasuresPrompts(Protocol):
+    """A backend that can say, before generating, whether a prompt fits its context (the transformers
+    backend; an HTTP server's tokenizer is out of reach). Prompt fitting uses it where a backend has it."""
+
+    def prompt_room(self, request: ChatRequest, max_new_tokens: int | None = None) -> PromptRoom | None:
+        """``request``'s tokens and the context's room for a prompt; None when the context is unknown."""
+        ...
+

@@ -25,7 +25,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from ..config import ModelConfig
 from ..frames import FrameError, validate_image
-from .base import BackendError, ChatRequest, PromptTooLongError
+from .base import BackendError, ChatRequest, PromptRoom, PromptTooLongError
 from .image_cache import EncodedImageCache, image_key
 from .loading import read_model_config, resolve_adapter_dir, resolve_model_dir
 from .segment_tokenizer import SegmentTokenizer
@@ -435,12 +435,27 @@ class TransformersBackend:
             logits = [steps[i, : len(ids)] for i, ids in enumerate(token_ids)]
         return GenerationOutput(token_ids, logits)
 
-    def _check_context(self, prompt_tokens: int, new_tokens: int) -> None:
-        """Refuse a batch whose longest prompt plus ``new_tokens`` exceeds the model's context."""
-        config = self.model.config
+    def context_tokens(self) -> int | None:
+        """The model's context length in tokens (``max_position_embeddings``); None when it does not say."""
+        config = self._require_open().config
         context = getattr(getattr(config, "text_config", None), "max_position_embeddings", None)
         context = context or getattr(config, "max_position_embeddings", None)
-        if isinstance(context, int) and prompt_tokens + new_tokens > context:
+        return context if isinstance(context, int) else None
+
+    def prompt_room(self, request: ChatRequest, max_new_tokens: int | None = None) -> PromptRoom | None:
+        """``request``'s tokens (images expanded) and the context's room for a prompt once
+        ``max_new_tokens`` (None: the config's) are reserved; None when the context is unknown."""
+        context = self.context_tokens()
+        if context is None:
+            return None
+        with self._lock:
+            tokens = int(self.prepare([request], encoded=False)["input_ids"].shape[1])
+        return PromptRoom(tokens, context - (max_new_tokens or self.config.max_new_tokens))
+
+    def _check_context(self, prompt_tokens: int, new_tokens: int) -> None:
+        """Refuse a batch whose longest prompt plus ``new_tokens`` exceeds the model's context."""
+        context = self.context_tokens()
+        if context is not None and prompt_tokens + new_tokens > context:
             raise PromptTooLongError(
                 f"prompt of {prompt_tokens} tokens + {new_tokens} new tokens exceeds the {context}-token "
                 f"context of model {self.config.model!r}; ask about a shorter window or fewer key frames"

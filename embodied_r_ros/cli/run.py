@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, Shortcut, shortcuts
+from ..node_config import NodeConfig
 from .flags import flag_dest
 
 # The flags for the settings a user changes most ({"--vlm": ..., "--device": ...}), each setting one or
-# more parameters; they are declared with the parameters, in config.py (param(..., flag=...)).
-FLAGS: dict[str, Shortcut] = shortcuts("flag")
+# more parameters; they are declared with the parameters, in node_config.py (param(..., flag=...)).
+FLAGS: dict[str, Shortcut] = shortcuts("flag", NodeConfig)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -61,11 +61,12 @@ from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.srv import AskSpatial
 
 from ..backends import BackendError
-from ..config import ConfigError, NodeConfig
+from ..config import ConfigError
 from ..frames import Frame
 from ..history import EmptyHistoryError, RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
+from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES

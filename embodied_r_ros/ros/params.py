@@ -1,9 +1,10 @@
-"""The node's ROS parameters: the fields of :class:`~embodied_r_ros.config.NodeConfig`, as described there.
+"""The node's ROS parameters: the fields of :class:`~embodied_r_ros.node_config.NodeConfig`, as described
+there.
 
 Every parameter is a dotted field path of ``NodeConfig`` ("camera.topic", "vlm.model",
 "keyframes.overlap_threshold", ...). Its default, description, range or choices and whether it may change
-while the node runs (``query.*``; all others are read-only) are written once, on the field in config.py
-(:func:`~embodied_r_ros.config.param`); :data:`SPECS` is that table by parameter name.
+while the node runs (``query.*``; all others are read-only) are written once, on the field (node_config.py,
+config.py: :func:`~embodied_r_ros.config.param`); :data:`SPECS` is that table by parameter name.
 ``config/embodied_r.yaml`` is :func:`default_parameters_yaml`
 (``python -m embodied_r_ros.ros.params > config/embodied_r.yaml``), and a test keeps the two equal.
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..config import ConfigError, NodeConfig, ParamSpec, flatten, from_dict, parameter_specs
+from ..config import ConfigError, ParamSpec, flatten, from_dict, parameter_specs
+from ..node_config import NodeConfig
 
 if TYPE_CHECKING:
     from rclpy.node import Node
@@ -27,7 +29,7 @@ NODE_NAME = "embodied_r"
 YAML_NODE_KEY = f"/**/{NODE_NAME}"
 
 # {parameter name: what the node declares for it}, read from the param() metadata of NodeConfig's fields.
-SPECS: dict[str, ParamSpec] = parameter_specs()
+SPECS: dict[str, ParamSpec] = parameter_specs(NodeConfig)
 
 
 def unflatten(values: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +52,7 @@ def default_parameters() -> dict[str, Any]:
 def check_specs() -> None:
     """Raise unless every parameter has a description and a default within its range and choices.
 
-    A programming error in config.py's table; the node checks it at start.
+    A programming error in the parameter table (node_config.py, config.py); the node checks it at start.
     """
     problems = []
     for name, default in default_parameters().items():
@@ -62,7 +64,7 @@ def check_specs() -> None:
         if spec.choices and default not in spec.choices:
             problems.append(f"{name}: default {default!r} not one of {', '.join(spec.choices)}")
     if problems:
-        raise AssertionError(f"the parameter table in config.py is inconsistent: {'; '.join(problems)}")
+        raise AssertionError(f"the parameter table (node_config.py) is inconsistent: {'; '.join(problems)}")
 
 
 def config_from_parameters(values: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
@@ -141,7 +143,7 @@ def default_parameters_yaml() -> str:
     """The parameters file with every default, commented (what config/embodied_r.yaml holds)."""
     lines = [
         "# Parameters of the embodied_r node (embodied_r_ros), with their defaults.",
-        "# Written by `python -m embodied_r_ros.ros.params`; the defaults live in embodied_r_ros/config.py.",
+        "# Written by `python -m embodied_r_ros.ros.params` from embodied_r_ros/node_config.py.",
         "# query.* may change while the node runs (ros2 param set); the others are read at start.",
         "# The key matches the node in any namespace.",
         f"{YAML_NODE_KEY}:",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..config import QueryConfig
+from ..node_config import QueryConfig
 from ..windows import Window
 
 

@@ -1,0 +1,191 @@
+"""The ROS node's configuration: its inputs (camera, poses), how it serves questions, and the pipeline's
+sections (:mod:`embodied_r_ros.config`), as one dataclass, :class:`NodeConfig`.
+
+The node's parameters are exactly the fields of NodeConfig, dotted ("camera.topic", "vlm.model", ...),
+described by their ``param()`` metadata (:func:`~embodied_r_ros.config.parameter_specs`); the launch
+file's arguments and ``embodied-r run``'s flags come from the same table
+(:func:`~embodied_r_ros.config.shortcuts`). Plain Python, no rclpy: the launch file, the CLI and the tests
+read it where ROS is not installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import (
+    MODEL_SOURCE,
+    Alias,
+    BufferConfig,
+    KeyFrameConfig,
+    ModelConfig,
+    PerceptionConfig,
+    PipelineConfig,
+    check_param,
+    default_lm,
+    default_vlm,
+    param,
+    require,
+    section,
+)
+
+QOS_PROFILES = ("sensor_data", "reliable")
+
+
+@dataclass
+class CameraConfig:
+    """Camera input of the node."""
+
+    # Relative names resolve in the node's namespace.
+    topic: str = param(
+        "camera/image_raw",
+        "camera topic (sensor_msgs/Image); with camera.compressed the node subscribes to "
+        "<topic>/compressed (image_transport naming) unless the topic already ends in /compressed",
+        launch=Alias("camera_topic", "camera topic (sensor_msgs/Image)"),
+        flag=Alias("--camera-topic", "camera topic (parameter camera.topic)"),
+    )
+    compressed: bool = param(
+        False,
+        "subscribe to sensor_msgs/CompressedImage (JPEG/PNG) instead of Image",
+        launch=Alias("compressed", "true: subscribe to <camera_topic>/compressed (CompressedImage)"),
+        flag=Alias("--compressed", "the camera publishes CompressedImage"),
+    )
+    qos: str = param(
+        "sensor_data",
+        "sensor_data (best effort, keep last; takes reliable publishers too) or reliable",
+        choices=QOS_PROFILES,
+    )
+    qos_depth: int = param(5, "camera subscription queue depth", bounds=(1, 1000))
+    jump_back_reset_s: float = param(
+        1.0,
+        "a frame stamped this many seconds behind the newest clears the history (a bag loops, a simulation "
+        "restarts); 0 = never",
+        bounds=(0.0, 86400.0),
+    )
+
+    def __post_init__(self) -> None:
+        require(bool(self.topic.strip()), "camera.topic must not be empty")
+        check_param(self, "qos", "camera.")
+        require(self.qos_depth >= 1, "camera.qos_depth must be >= 1")
+        require(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
+
+
+@dataclass
+class OdometryConfig:
+    """Optional odometry (nav_msgs/Odometry): key frames get the pose interpolated at their stamp."""
+
+    topic: str = param(
+        "odom",
+        "nav_msgs/Odometry topic; key frames get the pose interpolated at their stamp and the actions "
+        "between them come from odometry; empty = no odometry (the VLM labels actions)",
+        # An empty launch argument keeps the file's value, so the launch file takes "none" for "".
+        launch=Alias("odometry_topic", "nav_msgs/Odometry topic, or none"),
+        flag=Alias("--odometry-topic", "nav_msgs/Odometry topic; '' turns odometry off"),
+    )
+    max_gap_s: float = param(
+        0.5, "a key frame farther than this from any odometry sample gets no pose", bounds=(0.001, 60.0)
+    )
+
+    def __post_init__(self) -> None:
+        require(self.max_gap_s > 0, "odometry.max_gap_s must be > 0")
+
+
+@dataclass
+class QueryConfig:
+    """How the node serves questions; all of it may change while the node runs."""
+
+    window_s: float = param(
+        60.0,
+        "seconds of history a question covers when it asks for 0 (the window ends at the newest frame)",
+        bounds=(0.1, 86400.0),
+        dynamic=True,
+        flag=Alias("--window", "default question window, seconds (query.window_s)"),
+    )
+    timeout_s: float = param(
+        120.0,
+        "seconds from a question's arrival (queue wait included) to its answer; past it the caller gets "
+        "success=false",
+        bounds=(0.1, 86400.0),
+        dynamic=True,
+        flag=Alias("--timeout", "question timeout, seconds (query.timeout_s)"),
+    )
+    queue_length: int = param(
+        2,
+        "questions that may wait behind the running one; more get success=false 'busy' at once",
+        bounds=(0, 64),
+        dynamic=True,
+    )
+    publish_keyframes: bool = param(True, "publish each answer's key frames on ~/keyframes", dynamic=True)
+    pre_encode_keyframes: bool = param(
+        True,
+        "encode new key frames with the VLM's vision tower while idle, so questions find them ready "
+        "(nothing to encode with perception.perceiver ground_truth)",
+        dynamic=True,
+    )
+    # Bounds on one request: the question goes to the VLM once per key frame, so an unbounded one can
+    # exhaust the robot's memory (a 100 kB question grew the node past 6 GB).
+    max_question_chars: int = param(
+        2000,
+        "longest question accepted (characters); a longer one gets success=false at once (the question "
+        "goes to the VLM once per key frame)",
+        bounds=(1, 100000),
+        dynamic=True,
+    )
+    max_options: int = param(26, "most answer options accepted (letters A..Z)", bounds=(0, 26), dynamic=True)
+    max_option_chars: int = param(
+        200, "longest answer option accepted (characters)", bounds=(1, 10000), dynamic=True
+    )
+
+    def __post_init__(self) -> None:
+        require(self.window_s > 0, "query.window_s must be > 0 seconds")
+        require(self.timeout_s > 0, "query.timeout_s must be > 0 seconds")
+        check_param(self, "queue_length", "query.")
+        check_param(self, "max_question_chars", "query.")
+        check_param(self, "max_options", "query.", " (option letters A..Z)")
+        check_param(self, "max_option_chars", "query.")
+
+
+@dataclass
+class NodeConfig:
+    """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
+
+    camera: CameraConfig = section(CameraConfig)
+    odometry: OdometryConfig = section(OdometryConfig)
+    query: QueryConfig = section(QueryConfig)
+    perception: PerceptionConfig = section(PerceptionConfig)
+    vlm: ModelConfig = section(
+        default_vlm,
+        model={
+            "description": "perception vision-language model (paper: Qwen2.5-VL-72B-Instruct), used with "
+            "perception.perceiver vlm: " + MODEL_SOURCE,
+            "launch": Alias("vlm", "VLM: repo id or checkpoint directory"),
+            "flag": Alias("--vlm", "VLM repo id or directory (parameter vlm.model)"),
+        },
+    )
+    lm: ModelConfig = section(
+        default_lm,
+        model={
+            "description": "reasoning language model (paper: Qwen2.5-3B-Instruct, trained): " + MODEL_SOURCE,
+            "launch": Alias("lm", "LM: repo id or checkpoint directory"),
+            "flag": Alias("--lm", "LM repo id or directory (parameter lm.model)"),
+        },
+    )
+    keyframes: KeyFrameConfig = section(KeyFrameConfig)
+    buffer: BufferConfig = section(BufferConfig)
+    diagnostics_period_s: float = param(1.0, "seconds between /diagnostics messages", bounds=(0.1, 3600.0))
+    # 0 = all cores but one, so that inference on the CPU does not starve the camera subscription and DDS
+    # (on 2 cores it made a 30 Hz stream stall for seconds).
+    torch_threads: int = param(
+        0,
+        "CPU threads for in-process models; 0 = all cores but one, leaving one for the camera and DDS",
+        bounds=(0, 1024),
+    )
+
+    def __post_init__(self) -> None:
+        require(self.diagnostics_period_s > 0, "diagnostics_period_s must be > 0 seconds")
+        require(self.torch_threads >= 0, "torch_threads must be >= 0 (0 = all cores but one)")
+
+    def pipeline(self) -> PipelineConfig:
+        """The core pipeline's part of this configuration."""
+        return PipelineConfig(
+            perception=self.perception, vlm=self.vlm, lm=self.lm, keyframes=self.keyframes, buffer=self.buffer
+        )
