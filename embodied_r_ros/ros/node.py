@@ -1021,7 +1021,8 @@ class EmbodiedRNode(LifecycleNode):
 
 def _gpu_memory() -> dict[str, str]:
     torch = sys.modules.get("torch")  # only when the models brought torch in
-    if torch is None or not torch.cuda.is_available():
+    cuda = getattr(torch, "cuda", None)  # None too while another thread still imports torch (configure)
+    if cuda is None or not cuda.is_available():
         return {}
     return {"gpu_memory_mb": f"{torch.cuda.memory_allocated() / 2**20:.1f}"}
 
