@@ -664,5 +664,6 @@ def test_sequence_gaps_count_what_each_publisher_numbered_but_never_sent():
     assert gaps.observe(b"other", 100) == 0 and gaps.observe(b"other", 102) == 1  # per publisher
     assert gaps.observe(b"cam", None) == 0 and gaps.observe(b"cam", 0) == 0  # no number: nothing known
     assert gaps.missed == 6
+    assert gaps.before_first == 99  # "other" had numbered 99 samples before its first one arrived
     gaps.clear()
     assert gaps.observe(b"cam", 50) == 0 and gaps.missed == 6  # a restart is not a loss

@@ -501,6 +501,38 @@ def test_frames_the_middleware_drops_are_counted_as_lost(system, monkeypatch):
     assert "frames_lost" in status
 
 
+def test_frames_sent_before_the_subscription_matched_are_counted_apart(system):
+    """A camera that starts publishing at once (a bag player, a driver): what it sent before the node's
+    subscription matched never arrives and is no gap; received + lost + before-first is what it published."""
+    node = system.compressed_node
+    received, lost, before = (
+        node.stats.frames_received, node.stats.frames_lost, node.stats.frames_before_first
+    )
+    publisher = system.client.create_publisher(
+        CompressedImage, "/robot2/camera/image_raw/compressed", QoSProfile(depth=200)
+    )  # a new writer: its numbers start at 1 (left to the client: destroying it under the spin is noisy)
+    clip = system._clip(4.0, None)  # 20 frames
+    for i, frame in enumerate(clip.frames):
+        jpeg = cv2.imencode(".jpg", cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR))[1].tobytes()
+        message = CompressedImage(format="jpeg", data=jpeg)
+        message.header.stamp = ns_to_time(frame.stamp_ns)
+        publisher.publish(message)  # the first ones go out before discovery has matched the two
+        if i == 4:
+            assert wait_for(lambda: publisher.get_subscription_count() > 0)
+        time.sleep(0.02)
+    assert wait_for(lambda: node.newest_ns == clip.frames[-1].stamp_ns)
+    got = node.stats.frames_received - received
+    missed = node.stats.frames_lost - lost
+    early = node.stats.frames_before_first - before
+    assert got + missed + early == len(clip.frames) and got > 0
+    assert wait_for(
+        lambda: {kv.key: kv.value for s in system.diagnostics[-1].status for kv in s.values}.get(
+            "frames_published_before_first_received"
+        )
+        == str(node.stats.frames_before_first)
+    )
+
+
 def test_question_topic_is_answered_on_the_answers_topic_under_the_askers_id(system):
     system.feed(2.0)
     system.question_pub.publish(SpatialQuestion(query_id="mine-1", question="What did I see last?"))

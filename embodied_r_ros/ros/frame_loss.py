@@ -3,7 +3,10 @@
 A frame the middleware drops (a full best-effort queue, a lost UDP fragment, a callback that ran late) never
 reaches the camera callback, so no "dropped" counter can see it. Each DDS writer numbers its samples
 1, 2, 3, ... (rclpy hands the number to a callback that takes ``MessageInfo``), so a jump from 7 to 10 in
-one publisher's numbers means two frames were published and never arrived. Plain Python, no ROS.
+one publisher's numbers means two frames were published and never arrived. The frames a publisher sent
+before the first one that reached the node (numbers 1 .. first - 1: sent before the subscription matched, or
+before the node started) are counted apart, so that received + lost + before-first is what was published.
+Plain Python, no ROS.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ class SequenceGaps:
 
     def __init__(self) -> None:
         self.missed = 0
+        self.before_first = 0  # numbered before the first sample that arrived, over all publishers
         self._last: OrderedDict[bytes, int] = OrderedDict()
 
     def observe(self, publisher: bytes, sequence: int | None) -> int:
@@ -33,10 +37,13 @@ class SequenceGaps:
         self._last.move_to_end(publisher)
         while len(self._last) > MAX_PUBLISHERS:
             self._last.popitem(last=False)
-        gap = 0 if last is None else sequence - last - 1
+        if last is None:
+            self.before_first += sequence - 1
+            return 0
+        gap = sequence - last - 1
         self.missed += gap
         return gap
 
     def clear(self) -> None:
-        """Forget the publishers (the count stays: it is the node's lifetime total)."""
+        """Forget the publishers (the counts stay: they are the node's lifetime totals)."""
         self._last.clear()

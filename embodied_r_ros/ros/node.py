@@ -144,6 +144,7 @@ class NodeStats:
     frames_received: int = 0
     frames_stored: int = 0
     frames_lost: int = 0  # published but never received (gaps in the publisher's sequence numbers)
+    frames_before_first: int = 0  # published before the first frame that arrived (before matching)
     dropped: dict[str, int] = field(default_factory=dict)
     ingest_s_total: float = 0.0
     ingest_count: int = 0
@@ -556,6 +557,7 @@ class EmbodiedRNode(LifecycleNode):
             return
         gid = info.get("publisher_gid") or {}
         lost = self._gaps.observe(bytes(gid.get("data") or b""), info.get("publication_sequence_number"))
+        self.stats.frames_before_first = self._gaps.before_first
         if lost:
             self.stats.frames_lost = self._gaps.missed
             self._warn_drop(
@@ -978,6 +980,7 @@ class EmbodiedRNode(LifecycleNode):
             "frames_stored": held.frames if held else 0,
             "frames_dropped": sum(dropped.values()),
             "frames_lost": stats.frames_lost,
+            "frames_published_before_first_received": stats.frames_before_first,
             **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
             "camera_qos_incompatible_publishers": qos_count,
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
