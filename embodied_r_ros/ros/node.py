@@ -3,7 +3,7 @@
 A thin ROS layer over the core. Interfaces (names relative to the node, ``~`` = /<namespace>/embodied_r):
 
 - in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally odometry
-  (``odometry.topic``, nav_msgs/Odometry);
+  (``pose.topic``, nav_msgs/Odometry);
 - service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
   ``~/question`` (std_msgs/String, fire and forget; the whole string is the question, no options);
 - out: ``~/answer`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
@@ -233,7 +233,7 @@ class EmbodiedRNode(Node):
         log = self.get_logger()
         self.stats = NodeStats()
         self.history = RobotHistory(
-            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.odometry.max_gap_s
+            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
         )
         self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
@@ -275,10 +275,11 @@ class EmbodiedRNode(Node):
             self.create_subscription(
                 camera_type, self.camera_topic, self._on_image, camera_qos, callback_group=camera_group
             )
-        if config.odometry.topic:
+        odometry_topic = config.pose.topic if config.pose.active_source == "odometry" else ""
+        if odometry_topic:
             best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
             self.create_subscription(
-                Odometry, config.odometry.topic, self._on_odometry, best_effort, callback_group=odometry_group
+                Odometry, odometry_topic, self._on_odometry, best_effort, callback_group=odometry_group
             )
         self.create_subscription(String, "~/question", self._on_question, 10, callback_group=query_group)
         self.answer_publisher = self.create_publisher(SpatialAnswer, "~/answer", 10)
@@ -303,7 +304,7 @@ class EmbodiedRNode(Node):
         self.create_timer(config.diagnostics_period_s, self._publish_diagnostics, callback_group=timer_group)
         log.info(
             f"ready: camera {self.resolve_topic_name(self.camera_topic)} ({camera_type.__name__}), odometry "
-            f"{self.resolve_topic_name(config.odometry.topic) if config.odometry.topic else 'off'}; ask on "
+            f"{self.resolve_topic_name(odometry_topic) if odometry_topic else 'off'}; ask on "
             f"{self.resolve_service_name('~/ask')}"
         )
 
@@ -382,7 +383,7 @@ class EmbodiedRNode(Node):
             self.stats.drop("bad_odometry")
             self._warn_drop(
                 "bad_odometry",
-                f"dropped an odometry message on {self.params.config.odometry.topic}: {problem}; check the "
+                f"dropped an odometry message on {self.params.config.pose.topic}: {problem}; check the "
                 "odometry source",
             )
             return
