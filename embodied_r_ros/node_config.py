@@ -252,7 +252,17 @@ class NodeConfig:
     )
     keyframes: KeyFrameConfig = section(KeyFrameConfig)
     buffer: BufferConfig = section(BufferConfig)
-    diagnostics_period_s: float = param(1.0, "seconds between /diagnostics messages", bounds=(0.1, 3600.0))
+    autostart: bool = param(
+        True,
+        "configure and activate the node at start (load the models, take frames, answer); false: it waits "
+        "unconfigured for `ros2 lifecycle set` or a lifecycle manager",
+        launch=Alias("autostart", "true: the node configures and activates itself at start"),
+    )
+    diagnostics_period_s: float = param(
+        1.0,
+        "seconds between /diagnostics messages (on wall time, also under use_sim_time)",
+        bounds=(0.1, 3600.0),
+    )
     # 0 = all cores but one, so that inference on the CPU does not starve the camera subscription and DDS
     # (on 2 cores it made a 30 Hz stream stall for seconds).
     torch_threads: int = param(

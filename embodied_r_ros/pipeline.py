@@ -11,11 +11,13 @@ from typing import Callable, Sequence
 
 from .answers import Answer
 from .backends import BackendError, load_role
+from .backends.base import MeasuresPrompts
 from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
 from .perceivers import PerceiverRegistry
-from .perception import ImageEncoder, KeyFramePerceiver
+from .perception import Description, ImageEncoder, KeyFramePerceiver
+from .prompt_fit import FittedPrompt, fit_prompt
 from .reasoning import Reasoner
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,12 @@ class EmbodiedR:
         keyframes: Sequence[KeyFrame] | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> Answer:
-        """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first)."""
+        """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first).
+
+        When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
+        observations, see :mod:`~embodied_r_ros.prompt_fit`); the answer's ``notes`` say what was done, and
+        its descriptions and key-frame stamps are those reasoned over.
+        """
         report = on_progress or (lambda stage, progress: None)
         if not question.strip():
             raise ValueError("the question is empty; ask something about what the robot has seen")
@@ -104,18 +111,45 @@ class EmbodiedR:
 
         report("reasoning", 0.6)
         start = time.perf_counter()
-        answer = self.reasoner.answer(descriptions, question, options)
+        fitted = self.fit_prompt(descriptions, keyframes, question, options)
+        answer = self.reasoner.answer(fitted.descriptions, question, options)
+        if fitted.note:
+            answer.notes.append(fitted.note)
         answer.reasoning_s = time.perf_counter() - start
         answer.perception_s = perception_s
         report("done", 1.0)
         log.debug(
             "answered %r from %d key frames: perception %.2f s, reasoning %.2f s",
             question,
-            len(keyframes),
+            len(fitted.descriptions),
             perception_s,
             answer.reasoning_s,
         )
         return answer
+
+    def fit_prompt(
+        self,
+        descriptions: Sequence[Description],
+        keyframes: Sequence[KeyFrame],
+        question: str,
+        options: Sequence[str] = (),
+    ) -> FittedPrompt:
+        """The descriptions whose LM prompt fits the LM's context (unchanged when the LM's backend cannot
+        measure prompts, e.g. an HTTP server); the note says what was done."""
+        backend = self.reasoner.backend
+        if not isinstance(backend, MeasuresPrompts):
+            return FittedPrompt(list(descriptions))
+        fitted = fit_prompt(
+            descriptions,
+            keyframes,
+            question,
+            options,
+            backend.prompt_room,
+            min_keyframes=self.keyframe_config.min_keyframes,
+        )
+        if fitted.note:
+            log.info("%s", fitted.note)
+        return fitted
 
     def close(self) -> None:
         """Release both models."""

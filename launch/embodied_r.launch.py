@@ -28,6 +28,14 @@ ARGUMENT_PARAMETERS = {name: list(argument.parameters) for name, argument in ARG
 NONE_MEANS_EMPTY = ("odometry_topic",)
 
 
+def sim_time_parameters(text):
+    """The ``use_sim_time`` parameter (rclpy's own, on every node) for the launch argument's value."""
+    text = text.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"launch argument use_sim_time must be true or false, got {text!r}")
+    return {"use_sim_time": text == "true"}
+
+
 def parameter_overrides(values):
     """The node parameters set by the launch arguments' values (strings); empty values are skipped."""
     overrides = {}
@@ -64,8 +72,8 @@ def _launch_setup(context, *args, **kwargs):
     config_file = LaunchConfiguration("config_file").perform(context)
     parameters = [config_file] if config_file else []
     overrides = parameter_overrides(values)
-    if overrides:
-        parameters.append(overrides)
+    overrides.update(sim_time_parameters(LaunchConfiguration("use_sim_time").perform(context)))
+    parameters.append(overrides)
     return [
         Node(
             package="embodied_r_ros",
@@ -94,6 +102,12 @@ def generate_launch_description():
         ),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
         DeclareLaunchArgument("log_level", default_value="info", description="debug, info, warn, error"),
+        DeclareLaunchArgument(
+            "use_sim_time",
+            default_value="false",
+            choices=["true", "false"],
+            description="true: the node's clock follows /clock (a simulation, a bag played with --clock)",
+        ),
     ]
     for name, argument in ARGUMENTS.items():
         choices = _choices(argument)

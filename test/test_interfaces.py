@@ -24,6 +24,8 @@ def test_service_action_and_message_fields():
     for name in (
         "header",
         "query_id",
+        "success",
+        "message",
         "question",
         "options",
         "answer",
@@ -31,6 +33,8 @@ def test_service_action_and_message_fields():
         "value",
         "reasoning",
         "well_formed",
+        "completion",
+        "notes",
         "keyframe_stamps",
         "keyframe_descriptions",
         "perception_seconds",

@@ -462,7 +462,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     module, tree = _launch_module()
     arguments = _declared_launch_arguments(module, monkeypatch)
     declared = set(arguments)
-    assert declared == {"config_file", "namespace", "log_level", *module.ARGUMENT_PARAMETERS}
+    assert declared == {"config_file", "namespace", "log_level", "use_sim_time", *module.ARGUMENT_PARAMETERS}
     assert {"camera_topic", "compressed", "pose_source", "odometry_topic", "vlm", "lm", "device"} <= declared
     parameters = default_parameters()
     for argument, names in module.ARGUMENT_PARAMETERS.items():
@@ -476,6 +476,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
         "vlm": ["vlm.model"],
         "device": ["vlm.transformers.device", "lm.transformers.device"],
         "lm": ["lm.model"],
+        "autostart": ["autostart"],
     }
     keep = "; empty keeps the config file's value"
     assert {name: arguments[name]["description"] for name in module.ARGUMENT_PARAMETERS} == {
@@ -486,12 +487,16 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
         "vlm": "VLM: repo id or checkpoint directory" + keep,
         "lm": "LM: repo id or checkpoint directory" + keep,
         "device": "both models: auto, cpu, cuda, cuda:N" + keep,
+        "autostart": "true: the node configures and activates itself at start" + keep,
     }
     assert all(arguments[name]["default_value"] == "" for name in module.ARGUMENT_PARAMETERS)
     assert {name: a["choices"] for name, a in arguments.items() if "choices" in a} == {
         "compressed": ["", "true", "false"],
         "pose_source": ["", "odometry", "pose", "pose_with_covariance", "tf", "none"],
+        "autostart": ["", "true", "false"],
+        "use_sim_time": ["true", "false"],
     }
+    assert arguments["use_sim_time"]["default_value"] == "false"
     assert arguments["config_file"]["default_value"] == "/share/embodied_r_ros/config/embodied_r.yaml"
     assert arguments["log_level"]["default_value"] == "info" and arguments["namespace"]["default_value"] == ""
     # The node the launch file starts is the executable CMake installs, with the YAML this package ships.
@@ -535,6 +540,11 @@ def test_launch_overrides_only_the_arguments_given():
     assert config_from_parameters(overrides).camera.compressed is True
     with pytest.raises(ValueError, match="true or false"):
         module.parameter_overrides({"compressed": "yes"})
+    # use_sim_time is rclpy's parameter, not the node's table: the launch file passes it on as a bool.
+    assert module.sim_time_parameters("True") == {"use_sim_time": True}
+    assert module.sim_time_parameters("false") == {"use_sim_time": False}
+    with pytest.raises(ValueError, match="use_sim_time must be true or false"):
+        module.sim_time_parameters("1")
 
 
 # ----------------------------------------------------------------------------------- report, ask

@@ -25,7 +25,7 @@ from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from embodied_r_ros.action import AnswerSpatial
-from embodied_r_ros.msg import SpatialAnswer
+from embodied_r_ros.msg import SpatialAnswer, SpatialQuestion
 from embodied_r_ros.srv import AskSpatial
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient
@@ -34,7 +34,6 @@ from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CompressedImage, Image
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.cli.parts import perceivers
@@ -171,7 +170,7 @@ class System:
         self.compressed_pub = c.create_publisher(
             CompressedImage, "/robot2/camera/image_raw/compressed", depth
         )
-        self.question_pub = c.create_publisher(String, "/robot/embodied_r/question", 10)
+        self.question_pub = c.create_publisher(SpatialQuestion, "/robot/embodied_r/question", 10)
         self.ask_client = c.create_client(AskSpatial, "/robot/embodied_r/ask")
         self.ask_client2 = c.create_client(AskSpatial, "/robot2/embodied_r/ask")
         self.reset_client = c.create_client(Trigger, "/robot/embodied_r/reset")
@@ -180,7 +179,7 @@ class System:
         self.answers: list = []
         self.keyframes: dict[int, Image] = {}
         self.diagnostics: list = []
-        c.create_subscription(SpatialAnswer, "/robot/embodied_r/answer", self.answers.append, 50)
+        c.create_subscription(SpatialAnswer, "/robot/embodied_r/answers", self.answers.append, 50)
         latched = QoSProfile(depth=64, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         c.create_subscription(
             Image,
@@ -502,31 +501,42 @@ def test_frames_the_middleware_drops_are_counted_as_lost(system, monkeypatch):
     assert "frames_lost" in status
 
 
-def test_question_topic_is_answered_on_the_answer_topic(system):
+def test_question_topic_is_answered_on_the_answers_topic_under_the_askers_id(system):
     system.feed(2.0)
-    system.question_pub.publish(String(data="What did I see last?"))
-    assert wait_for(lambda: any(a.question == "What did I see last?" for a in system.answers))
-    (answer,) = [a for a in system.answers if a.question == "What did I see last?"]
-    assert answer.query_id.startswith("q") and len(answer.keyframe_stamps) >= 1
+    system.question_pub.publish(SpatialQuestion(query_id="mine-1", question="What did I see last?"))
+    assert wait_for(lambda: any(a.query_id == "mine-1" for a in system.answers))
+    (answer,) = [a for a in system.answers if a.query_id == "mine-1"]
+    assert answer.success and answer.question == "What did I see last?" and len(answer.keyframe_stamps) >= 1
+    assert answer.completion and answer.message.startswith("answered from")  # the LM's raw output is there
+    system.question_pub.publish(SpatialQuestion(question="And without an id?"))  # the node makes one
+    assert wait_for(lambda: any(a.question == "And without an id?" for a in system.answers))
+    (made,) = [a for a in system.answers if a.question == "And without an id?"]
+    assert made.query_id.startswith("q") and made.query_id != "mine-1"
 
 
 def test_topic_questions_refused_at_once_are_counted_and_never_queued(system, gate):
     system.feed(2.0)
     gate.close()  # a question that reached the models would wait here; a refused one never does
     failed, busy = (system.node.stats.outcomes.get(status, 0) for status in ("failed", "busy"))
-    system.question_pub.publish(String(data="Which way did I turn? " * 200))  # over query.max_question_chars
+    system.question_pub.publish(  # over query.max_question_chars: the asker hears why on ~/answers
+        SpatialQuestion(query_id="long", question="Which way did I turn? " * 200)
+    )
     assert wait_for(lambda: system.node.stats.outcomes.get("failed", 0) == failed + 1)
+    assert wait_for(lambda: any(a.query_id == "long" for a in system.answers))
+    (long,) = [a for a in system.answers if a.query_id == "long"]
+    assert not long.success and "query.max_question_chars" in long.message
     assert system.node.worker.running is None and system.node.worker.waiting == 0
-    system.question_pub.publish(String(data="First on the topic?"))
+    system.question_pub.publish(SpatialQuestion(question="First on the topic?"))
     assert gate.entered.wait(WAIT_S)
-    system.question_pub.publish(String(data="Second on the topic?"))  # waits (query.queue_length 1)
+    system.question_pub.publish(SpatialQuestion(question="Second on the topic?"))  # waits (queue_length 1)
     assert wait_for(lambda: system.node.worker.waiting == 1)
-    system.question_pub.publish(String(data="Third on the topic?"))
+    system.question_pub.publish(SpatialQuestion(query_id="third", question="Third on the topic?"))
     assert wait_for(lambda: system.node.stats.outcomes.get("busy", 0) == busy + 1)
     gate.open()
     answered = {"First on the topic?", "Second on the topic?"}
-    assert wait_for(lambda: answered <= {a.question for a in system.answers})
-    assert "Third on the topic?" not in {a.question for a in system.answers}
+    assert wait_for(lambda: answered <= {a.question for a in system.answers if a.success})
+    (third,) = [a for a in system.answers if a.query_id == "third"]
+    assert not third.success and third.message.startswith("busy")
 
 
 def test_oversized_questions_are_refused_at_once_and_the_node_keeps_answering(system, gate):
@@ -642,7 +652,7 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],
     )
     try:
-        assert node._encode is None  # no vision tower: no key frames to pre-encode
+        assert node.served.encode is None  # no vision tower: no key frames to pre-encode
         diagnostics = {kv.key: kv.value for kv in node.diagnostics().values}
         assert diagnostics["vlm"].startswith("ground-truth perception (simulator geometry, not a VLM)")
         image = np.zeros((120, 160, 3), np.uint8)  # ground truth reads the stamps, not the pixels
@@ -777,8 +787,8 @@ def test_stamp_guard_believes_a_jump_only_when_it_persists():
 
 
 def test_the_camera_is_taken_even_while_the_node_executor_is_stuck(ros_context, gated_pipeline):
-    """The camera has a (hidden) node and a thread of its own: frames arrive while nothing spins the node
-    itself, as when every executor thread waits on a question."""
+    """The camera subscription has a thread of its own: frames arrive while nothing spins the node, as when
+    every executor thread waits on a question; the subscription is the node's own (ros2 node info)."""
     pipeline, _, config = gated_pipeline
     node = EmbodiedRNode(
         pipeline=pipeline,
@@ -796,8 +806,13 @@ def test_the_camera_is_taken_even_while_the_node_executor_is_stuck(ros_context, 
             time.sleep(0.01)
         assert wait_for(lambda: node.stats.frames_received == len(clip.frames))
         assert node.newest_ns == clip.frames[-1].stamp_ns
-        assert ("_embodied_r_camera", "/robot3") in camera.get_node_names_and_namespaces()
+        subscribed = dict(camera.get_subscriber_names_and_types_by_node("embodied_r", "/robot3"))
+        assert subscribed["/robot3/camera/image_raw"] == ["sensor_msgs/msg/Image"]
+        assert [name for name, _ in camera.get_node_names_and_namespaces() if "camera" in name] == [
+            "camera_driver"
+        ]  # no hidden helper node
+        camera_thread = node._camera
     finally:
         node.destroy_node()
         camera.destroy_node()
-    assert not node._camera.alive  # destroying the node stops its camera thread
+    assert not camera_thread.alive  # destroying the node stops its camera thread

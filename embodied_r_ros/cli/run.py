@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="any parameter: query.queue_length=4"
     )
+    parser.add_argument(
+        "--use-sim-time", action="store_true", help="the node's clock follows /clock (a simulation, a bag)"
+    )
     parser.add_argument("--namespace", default="", help="the node's namespace")
     parser.add_argument("--name", default="", help="the node's name (default embodied_r)")
     parser.add_argument(
@@ -98,6 +101,8 @@ def ros_arguments(args: argparse.Namespace, overlay: Path | None) -> list[str]:
         ros += ["--params-file", str(path)]
     if overlay is not None:
         ros += ["--params-file", str(overlay)]
+    if getattr(args, "use_sim_time", False):
+        ros += ["-p", "use_sim_time:=true"]
     if args.namespace:
         ros += ["-r", f"__ns:=/{args.namespace.strip('/')}"]
     if args.name:

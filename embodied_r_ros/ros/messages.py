@@ -66,11 +66,13 @@ def pose_with_covariance_pose(message: Any) -> Pose:
 
 
 def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: str = "") -> Any:
-    """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none)."""
+    """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none); its
+    ``message`` is set by the node when the answer goes out."""
     from embodied_r_ros.msg import SpatialAnswer
 
     message = SpatialAnswer(
         query_id=query_id,
+        success=True,
         question=answer.question,
         options=list(answer.options),
         answer=answer.text,
@@ -78,6 +80,8 @@ def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: st
         value=math.nan if answer.value is None else float(answer.value),
         reasoning=answer.think,
         well_formed=bool(answer.well_formed),
+        completion=answer.completion,
+        notes=list(answer.notes),
         keyframe_stamps=[ns_to_time(s) for s in answer.keyframe_stamps_ns],
         keyframe_descriptions=[d.as_text() for d in answer.descriptions],
         perception_seconds=float(answer.perception_s),
@@ -85,6 +89,18 @@ def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: st
     )
     message.header.stamp = ns_to_time(stamp_ns)
     message.header.frame_id = frame_id
+    return message
+
+
+def failure_message(query_id: str, question: str, options: Sequence[str], reason: str, stamp_ns: int) -> Any:
+    """The SpatialAnswer that tells a ~/question asker why its question got no answer."""
+    from embodied_r_ros.msg import SpatialAnswer
+
+    message = SpatialAnswer(
+        query_id=query_id, success=False, message=reason, question=question, options=list(options)
+    )
+    message.value = math.nan
+    message.header.stamp = ns_to_time(stamp_ns)
     return message
 
 

@@ -1,27 +1,36 @@
 """The ROS 2 node ``embodied_r``: camera in, spatial answers out (executable ``embodied_r_node``).
 
-A thin ROS layer over the core. Interfaces (names relative to the node, ``~`` = /<namespace>/embodied_r):
+A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names relative to the node,
+``~`` = /<namespace>/embodied_r):
 
 - in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally odometry
   (``pose.topic``, nav_msgs/Odometry);
 - service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
-  ``~/question`` (std_msgs/String, fire and forget; the whole string is the question, no options);
-- out: ``~/answer`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
-  per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics``;
-- ``~/reset`` (std_srvs/Trigger) clears the history.
+  ``~/question`` (SpatialQuestion, fire and forget: its answer, or why there is none, comes on ``~/answers``
+  with the asker's ``query_id``);
+- out: ``~/answers`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
+  per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics`` (in every state);
+- ``~/reset`` (std_srvs/Trigger) clears the history;
+- the lifecycle services (``ros2 lifecycle``): configure loads the models and makes the services and
+  publishers, activate subscribes (camera, poses, ``~/question``) and answers, deactivate stops taking
+  frames and questions (the history stays), cleanup frees the models' memory. With ``autostart`` (the
+  default) the node configures and activates itself at start.
 
-Threads: the camera callback (its own mutually exclusive callback group) converts the image and hands it to
-the :class:`~embodied_r_ros.history.RobotHistory` (key-frame decisions, stored frames, poses; ROS-free), which
-gives a question the key frames of its window. The camera never waits on a model. Questions run one at a time
-on the :class:`~embodied_r_ros.ros.query_worker.QueryWorker` thread; service and action callbacks (a reentrant
-group) only wait for their job, up to ``query.timeout_s``. A question that times out inside a model call
-cannot be interrupted (torch has no way to stop ``generate``): it finishes in the background, its answer is
-dropped, and the LM stage is skipped when the timeout hits during perception; later questions run once the
-worker is free. Key frames the selector keeps are encoded by the VLM's vision tower while the worker is idle
-(``query.pre_encode_keyframes``), so questions find them in the image cache.
+Threads: the camera subscription is taken by a thread of its own (:mod:`.camera_thread`), which converts
+the image and hands it to the :class:`~embodied_r_ros.history.RobotHistory` (key-frame decisions, stored
+frames, poses; ROS-free), which gives a question the key frames of its window. The camera never waits on a
+model. Questions run one at a time on the :class:`~embodied_r_ros.ros.query_worker.QueryWorker` thread;
+service and action callbacks (a reentrant group) only wait for their job, up to ``query.timeout_s``. A
+question that times out inside a model call cannot be interrupted (torch has no way to stop ``generate``):
+it finishes in the background, its answer is dropped, and the LM stage is skipped when the timeout hits
+during perception; later questions run once the worker is free. Key frames the selector keeps are encoded by
+the VLM's vision tower while the worker is idle (``query.pre_encode_keyframes``), so questions find them in
+the image cache.
 
-Time base: a question's window ends at the newest camera stamp, not at the wall clock, so bags and
-simulations work without /clock; a silent camera shows as a warning on /diagnostics.
+Time base: a question's window ends at the newest camera stamp, not at the clock, so bags and simulations
+work without /clock; a silent camera shows as a warning on /diagnostics. Diagnostics run on wall time, so
+they keep coming under ``use_sim_time`` before /clock does (and say that no clock has come); an answer made
+then is stamped with its newest key frame's stamp.
 
 Poses: the odometry is kept for the history and each key frame of a question gets the pose interpolated
 at its stamp (the camera is assumed rigidly on the body; extrinsics are not applied to the motion).
@@ -32,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
+import itertools
 import logging
 import math
 import os
@@ -48,16 +59,23 @@ from nav_msgs.msg import Odometry
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.event_handler import QoSRequestedIncompatibleQoSInfo, SubscriptionEventCallbacks
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_policy_name_from_kind,
+)
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.action import AnswerSpatial
-from embodied_r_ros.msg import SpatialAnswer
+from embodied_r_ros.msg import SpatialAnswer, SpatialQuestion
 from embodied_r_ros.srv import AskSpatial
 
 from ..backends import BackendError
@@ -73,7 +91,14 @@ from ..stamp_guard import CONFIRM_FRAMES
 from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
 from .frame_loss import SequenceGaps
-from .messages import answer_to_message, odometry_pose, pose_problem, rgb_image_message, stamp_to_ns
+from .messages import (
+    answer_to_message,
+    failure_message,
+    odometry_pose,
+    pose_problem,
+    rgb_image_message,
+    stamp_to_ns,
+)
 from .params import NODE_NAME, NodeParameters
 from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryWorker, QueueFullError
 from .questions import Outcome, QueryRequest, QueuedQuestion, RequestTooLargeError, check_size
@@ -83,6 +108,7 @@ SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the e
 REPLY_FLUSH_S = 0.5  # after the last reply was handed to DDS, before the context goes
 CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
 SIGNAL_POLL_S = 0.2  # the main thread wakes this often to run a SIGINT/SIGTERM handler
+INACTIVE = "inactive"  # the status of a question asked while the node is not active
 
 
 class ModelLoadError(RuntimeError):
@@ -123,6 +149,9 @@ class NodeStats:
     ingest_count: int = 0
     ingest_s_max: float = 0.0
     last_frame_wall: float | None = None
+    # Publishers the camera subscription could not match (their QoS is incompatible with camera.qos).
+    qos_incompatible: int = 0
+    qos_incompatible_policy: str = ""
     outcomes: dict[str, int] = field(default_factory=dict)
     last_latency_s: float | None = None
     last_timing: QueryTiming | None = None
@@ -178,13 +207,15 @@ def rss_bytes() -> int:
 
 
 def _request_of(message: Any) -> QueryRequest:
-    """The question an AskSpatial request or an AnswerSpatial goal carries (their fields are the same)."""
+    """The question an AskSpatial request, an AnswerSpatial goal or a SpatialQuestion carries (their fields
+    are the same; only a SpatialQuestion names its query id)."""
     return QueryRequest(
         message.question,
         tuple(message.options),
         float(message.window_seconds),
         stamp_to_ns(message.start_stamp),
         stamp_to_ns(message.end_stamp),
+        getattr(message, "query_id", ""),
     )
 
 
@@ -193,14 +224,29 @@ def _preview(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-class EmbodiedRNode(Node):
+@dataclass
+class Served:
+    """What configure makes and cleanup destroys: the models' pipeline and what serves questions."""
+
+    pipeline: EmbodiedR
+    owns_pipeline: bool  # loaded by this node (cleanup closes it), not given by the caller
+    history: RobotHistory
+    worker: QueryWorker[QueuedQuestion]
+    answer_publisher: Any
+    keyframe_publisher: Any
+    entities: list[Any]  # services and the action server
+    encode: Callable[[int], None] | None  # the idle task encoding a new key frame (None: nothing to encode)
+
+
+class EmbodiedRNode(LifecycleNode):
     """The ``embodied_r`` node (see the module docstring).
 
     ``perceivers`` are the perceivers ``perception.perceiver`` may name (the application's registry);
-    ``pipeline`` skips loading the models (tests and benchmarks share one); ``camera_thread`` False serves
-    the camera from the node's own executor like every other callback (the benchmark's baseline: see
-    :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
-    :class:`rclpy.node.Node` (``context``, ``namespace``, ``parameter_overrides``, ...). Raises
+    ``pipeline`` skips loading the models (tests and benchmarks share one; cleanup leaves it open);
+    ``camera_thread`` False serves the camera from the node's own executor like every other callback (the
+    benchmark's baseline: see :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
+    :class:`rclpy.node.Node` (``context``, ``namespace``, ``parameter_overrides``, ...). With ``autostart``
+    (a parameter, default true) the constructor configures and activates the node. Raises
     :class:`ConfigError` for unusable parameters and :class:`ModelLoadError` when a model cannot be loaded.
     """
 
@@ -213,45 +259,146 @@ class EmbodiedRNode(Node):
         camera_thread: bool = True,
         **node_kwargs: Any,
     ):
+        if pipeline is None and perceivers is None:
+            raise TypeError("EmbodiedRNode needs perceivers= to load its pipeline with, or pipeline=")
         super().__init__(node_name, **node_kwargs)
         try:
             self.params = NodeParameters(self, on_change=self._on_config_change)
-            config = self.params.config
-            if pipeline is None:
-                if perceivers is None:
-                    raise TypeError("EmbodiedRNode needs perceivers= to load its pipeline with, or pipeline=")
-                threads = set_torch_threads(config)
-                self.get_logger().info(
-                    f"loading the {perceivers.describe(config.pipeline())} and the LM {config.lm.model!r}"
-                    f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
-                )
-                pipeline = load_pipeline(config, perceivers)
         except Exception:
             super().destroy_node()
             raise
-        self.pipeline = pipeline
-        log = self.get_logger()
+        config = self.params.config
+        self._perceivers, self._given_pipeline, self._camera_thread = perceivers, pipeline, camera_thread
         self.stats = NodeStats()
-        self.history = RobotHistory(
-            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
-        )
+        self.served: Served | None = None  # configured
+        self._inputs: list[Any] = []  # active: the subscriptions (camera thread, poses, questions)
+        self._camera: SubscriptionThread | None = None
+        self._active = False
+        self._failure = ""  # why the last configure failed
         self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
-        self._callbacks = threading.Condition()  # ask() calls in flight, waited for at shutdown
-        self._callbacks_in_flight = 0
+        self._asks = threading.Condition()  # ask() calls in flight, waited for at shutdown
+        self._asks_in_flight = 0
         self._frame_id = ""
-        self._encode = self._pre_encoder()
-        self.worker: QueryWorker[QueuedQuestion] = QueryWorker(
-            self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
-        )
+        self._query_ids = itertools.count(1)  # node-made query ids, unique over the node's life
         # More executor threads than questions that can wait at once, so the camera never starves.
         self.executor_threads = max(8, config.query.queue_length + 6)
+        self.camera_topic = config.camera.topic
+        self.camera_type: type = Image
+        if config.camera.compressed:
+            self.camera_type = CompressedImage
+            if not self.camera_topic.rstrip("/").endswith("/compressed"):
+                self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
+        self._camera_group = MutuallyExclusiveCallbackGroup()
+        self._odometry_group = MutuallyExclusiveCallbackGroup()
+        self._query_group = ReentrantCallbackGroup()
+        # /diagnostics in every state and on wall time: under use_sim_time a timer on the node's clock
+        # would not fire before /clock comes, exactly when the robot team needs to hear why.
+        self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(
+            config.diagnostics_period_s,
+            self._publish_diagnostics,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+            clock=Clock(clock_type=ClockType.STEADY_TIME),
+        )
+        if config.autostart:
+            try:
+                self.start()
+            except Exception:
+                self.destroy_node()
+                raise
 
-        camera_group = MutuallyExclusiveCallbackGroup()
-        odometry_group = MutuallyExclusiveCallbackGroup()
-        query_group = ReentrantCallbackGroup()
-        timer_group = MutuallyExclusiveCallbackGroup()
+    # ---------------------------------------------------------------------------------- lifecycle
 
+    @property
+    def lifecycle_state(self) -> str:
+        """unconfigured, inactive, active or finalized (the state machine's label)."""
+        return self._state_machine.current_state[1]
+
+    @property
+    def pipeline(self) -> EmbodiedR | None:
+        return self.served.pipeline if self.served else None
+
+    @property
+    def history(self) -> RobotHistory | None:
+        return self.served.history if self.served else None
+
+    @property
+    def worker(self) -> QueryWorker[QueuedQuestion] | None:
+        return self.served.worker if self.served else None
+
+    def start(self) -> None:
+        """Configure and activate (what ``autostart`` does); raises :class:`ModelLoadError` or
+        :class:`ConfigError` with the reason when configure fails."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            raise ModelLoadError(self._failure or "configure failed (see the log)")
+        if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+            raise ModelLoadError("activate failed (see the log)")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Load the models (or take the given pipeline) and make what serves questions."""
+        try:
+            self.served = self._serve(self.params.config)
+        except (ConfigError, ModelLoadError, BackendError, OSError) as exc:
+            self._failure = " ".join(str(exc).split())
+            self.get_logger().error(f"configure failed: {self._failure}")
+            return TransitionCallbackReturn.FAILURE
+        self._failure = ""
+        self.get_logger().info(
+            f"configured: {self.served.pipeline.perception}, LM {self.params.config.lm.model!r}; "
+            f"{'activate to take frames and questions' if not self.params.config.autostart else 'activating'}"
+        )
+        return super().on_configure(state)
+
+    def _serve(self, config: NodeConfig) -> Served:
+        pipeline, owns = self._given_pipeline, False
+        if pipeline is None:
+            assert self._perceivers is not None
+            threads = set_torch_threads(config)
+            self.get_logger().info(
+                f"loading the {self._perceivers.describe(config.pipeline())} and the LM {config.lm.model!r}"
+                f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
+            )
+            pipeline, owns = load_pipeline(config, self._perceivers), True
+        history = RobotHistory(
+            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
+        )
+        worker: QueryWorker[QueuedQuestion] = QueryWorker(
+            self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
+        )
+        group = self._query_group
+        entities = [
+            self.create_service(AskSpatial, "~/ask", self._on_ask, callback_group=group),
+            self.create_service(Trigger, "~/reset", self._on_reset, callback_group=group),
+            ActionServer(
+                self,
+                AnswerSpatial,
+                "~/answer",
+                execute_callback=self._on_goal,
+                goal_callback=lambda goal: GoalResponse.ACCEPT,
+                cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
+                callback_group=group,
+            ),
+        ]
+        return Served(
+            pipeline=pipeline,
+            owns_pipeline=owns,
+            history=history,
+            worker=worker,
+            answer_publisher=self.create_lifecycle_publisher(SpatialAnswer, "~/answers", 10),
+            # Transient local: a viewer (`embodied-r ask --report`) subscribing late still gets the evidence.
+            keyframe_publisher=self.create_lifecycle_publisher(
+                Image,
+                "~/keyframes",
+                QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+            ),
+            entities=entities,
+            encode=self._pre_encoder(pipeline, history),
+        )
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Subscribe to the camera, the poses and ``~/question``; answer questions."""
+        config = self.params.config
         camera_qos = QoSProfile(
             history=HistoryPolicy.KEEP_LAST,
             depth=config.camera.qos_depth,
@@ -261,61 +408,112 @@ class EmbodiedRNode(Node):
                 else ReliabilityPolicy.RELIABLE
             ),
         )
-        self.camera_topic = config.camera.topic
-        camera_type: type = Image
-        if config.camera.compressed:
-            camera_type = CompressedImage
-            if not self.camera_topic.rstrip("/").endswith("/compressed"):
-                self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
-        self._camera: SubscriptionThread | None = None
-        if camera_thread:
-            topic = self.resolve_topic_name(self.camera_topic)
-            self._camera = SubscriptionThread(self, camera_type, topic, self._on_image, camera_qos)
+        events = SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch)
+        if self._camera_thread:
+            self._camera = SubscriptionThread(
+                self, self.camera_type, self.camera_topic, self._on_image, camera_qos, events
+            )
         else:
-            self.create_subscription(
-                camera_type, self.camera_topic, self._on_image, camera_qos, callback_group=camera_group
+            self._inputs.append(
+                self.create_subscription(
+                    self.camera_type,
+                    self.camera_topic,
+                    self._on_image,
+                    camera_qos,
+                    callback_group=self._camera_group,
+                    event_callbacks=events,
+                )
             )
         odometry_topic = config.pose.topic if config.pose.active_source == "odometry" else ""
         if odometry_topic:
             best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
-            self.create_subscription(
-                Odometry, odometry_topic, self._on_odometry, best_effort, callback_group=odometry_group
+            self._inputs.append(
+                self.create_subscription(
+                    Odometry,
+                    odometry_topic,
+                    self._on_odometry,
+                    best_effort,
+                    callback_group=self._odometry_group,
+                )
             )
-        self.create_subscription(String, "~/question", self._on_question, 10, callback_group=query_group)
-        self.answer_publisher = self.create_publisher(SpatialAnswer, "~/answer", 10)
-        # Transient local: a viewer (or `embodied-r ask --report`) subscribing late still gets the evidence.
-        self.keyframe_publisher = self.create_publisher(
-            Image,
-            "~/keyframes",
-            QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        self._inputs.append(
+            self.create_subscription(
+                SpatialQuestion, "~/question", self._on_question, 10, callback_group=self._query_group
+            )
         )
-        self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_service(AskSpatial, "~/ask", self._on_ask, callback_group=query_group)
-        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=query_group)
-        self.action_server = ActionServer(
-            self,
-            AnswerSpatial,
-            "~/answer",
-            execute_callback=self._on_goal,
-            goal_callback=lambda goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda goal_handle: CancelResponse.ACCEPT,
-            callback_group=query_group,
+        self._active = True
+        self.get_logger().info(
+            f"active: camera {self.resolve_topic_name(self.camera_topic)} ({self.camera_type.__name__}), "
+            f"odometry {self.resolve_topic_name(odometry_topic) if odometry_topic else 'off'}; "
+            f"ask on {self.resolve_service_name('~/ask')}"
         )
-        self.create_timer(config.diagnostics_period_s, self._publish_diagnostics, callback_group=timer_group)
-        log.info(
-            f"ready: camera {self.resolve_topic_name(self.camera_topic)} ({camera_type.__name__}), odometry "
-            f"{self.resolve_topic_name(odometry_topic) if odometry_topic else 'off'}; ask on "
-            f"{self.resolve_service_name('~/ask')}"
-        )
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop taking frames, poses and questions (the history and the models stay)."""
+        self._stop_inputs()
+        self.get_logger().info("inactive: not taking frames or questions (activate to resume)")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Free the models' memory and what serves questions."""
+        self._release()
+        self.get_logger().info("cleaned up: models released (configure to load them again)")
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_inputs()
+        self._release()
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.get_logger().error(f"error in state {state.label}: releasing everything (configure to retry)")
+        self._stop_inputs()
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _stop_inputs(self) -> None:
+        self._active = False
+        if self._camera is not None:
+            self._camera.close()
+            self._camera = None
+        for subscription in self._inputs:
+            self.destroy_subscription(subscription)
+        self._inputs = []
+
+    def _release(self) -> None:
+        """Close the worker (questions in it end "shutting down"), destroy the services and publishers and
+        close the models this node loaded, returning their memory (GPU memory too)."""
+        served, self.served = self.served, None
+        if served is None:
+            return
+        served.worker.close(timeout=1.0)
+        for entity in served.entities:
+            if isinstance(entity, ActionServer):
+                entity.destroy()
+            else:
+                self.destroy_service(entity)
+        self.destroy_lifecycle_publisher(served.answer_publisher)
+        self.destroy_lifecycle_publisher(served.keyframe_publisher)
+        if served.owns_pipeline:
+            served.pipeline.close()
+        del served
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     @property
     def newest_ns(self) -> int | None:
-        """Stamp of the newest camera frame taken (None before the first and after a reset)."""
-        return self.history.newest_ns
+        """Stamp of the newest camera frame taken (None before the first, after a reset or unconfigured)."""
+        return self.history.newest_ns if self.history else None
 
     # ------------------------------------------------------------------------------------ inputs
 
-    def _on_image(self, message: Any, info: Mapping[str, Any] | None) -> None:
+    def _on_image(self, message: Any, info: Mapping[str, Any] | None = None) -> None:
+        served = self.served
+        if served is None or not self._active:
+            return  # a frame still in the queue as the node deactivated
         start = time.perf_counter()
         self.stats.frames_received += 1  # one camera thread writes this counter
         self._count_lost(info)
@@ -327,9 +525,9 @@ class EmbodiedRNode(Node):
             return
         stamp = stamp_to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
         self._frame_id = message.header.frame_id
-        decision = self.history.add_frame(Frame(image, stamp))
+        decision = served.history.add_frame(Frame(image, stamp))
         if decision.restarted:
-            self.worker.clear_idle()
+            served.worker.clear_idle()
             self.get_logger().info(
                 f"camera stamps jumped {decision.jump_s:+.1f} s and stayed there (a bag loop or a simulation "
                 "restart): history cleared"
@@ -349,8 +547,8 @@ class EmbodiedRNode(Node):
         if decision.store_error:
             self.stats.drop("too_large")
             self.get_logger().warning(decision.store_error, throttle_duration_sec=WARN_THROTTLE_S)
-        if decision.keyframe and self._encode is not None and self.params.config.query.pre_encode_keyframes:
-            self.worker.submit_idle(functools.partial(self._encode, stamp))
+        if decision.keyframe and served.encode is not None and self.params.config.query.pre_encode_keyframes:
+            served.worker.submit_idle(functools.partial(served.encode, stamp))
         self.stats.ingested(time.perf_counter() - start)
 
     def _count_lost(self, info: Mapping[str, Any] | None) -> None:
@@ -368,6 +566,22 @@ class EmbodiedRNode(Node):
                 "ingest notes (Fast DDS profile for large images, camera.qos, a free core)",
             )
 
+    def _on_camera_qos_mismatch(self, event: QoSRequestedIncompatibleQoSInfo) -> None:
+        """A camera publisher the subscription cannot match: say which policy and the fix, and count it."""
+        policy = qos_policy_name_from_kind(event.last_policy_kind)
+        with self.stats.lock:
+            self.stats.qos_incompatible = event.total_count
+            self.stats.qos_incompatible_policy = policy
+        fix = (
+            "the camera publishes best effort: set camera.qos to sensor_data"
+            if policy == "RELIABILITY" and self.params.config.camera.qos == "reliable"
+            else "make camera.qos match the camera's QoS (ros2 topic info -v shows it)"
+        )
+        self.get_logger().error(
+            f"a publisher on {self.resolve_topic_name(self.camera_topic)} offers a QoS incompatible with "
+            f"camera.qos={self.params.config.camera.qos} (policy {policy}): no frames come from it; {fix}"
+        )
+
     def _warn_drop(self, reason: str, text: str) -> None:
         """A throttled warning per drop reason (one shared throttle would hide all reasons but one)."""
         now = time.monotonic()
@@ -376,6 +590,9 @@ class EmbodiedRNode(Node):
             self.get_logger().warning(text)
 
     def _on_odometry(self, message: Any) -> None:
+        served = self.served
+        if served is None:
+            return
         stamp = stamp_to_ns(message.header.stamp)
         pose = odometry_pose(message)
         problem = pose_problem(pose)
@@ -387,12 +604,15 @@ class EmbodiedRNode(Node):
                 "odometry source",
             )
             return
-        self.history.add_pose(stamp, pose)
+        served.history.add_pose(stamp, pose)
 
     def clear_history(self) -> tuple[int, int]:
         """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
-        frames, decisions = self.history.clear()
-        self.worker.clear_idle()
+        served = self.served
+        if served is None:
+            return 0, 0
+        frames, decisions = served.history.clear()
+        served.worker.clear_idle()
         return frames, decisions
 
     def _on_reset(self, request: Any, response: Any) -> Any:
@@ -402,15 +622,16 @@ class EmbodiedRNode(Node):
         self.get_logger().info(response.message)
         return response
 
-    def _pre_encoder(self) -> Callable[[int], None] | None:
+    @staticmethod
+    def _pre_encoder(pipeline: EmbodiedR, history: RobotHistory) -> Callable[[int], None] | None:
         """The idle task encoding a new key frame, when the pipeline's perceiver has something to encode."""
-        encode = self.pipeline.pre_encoder()
+        encode = pipeline.pre_encoder()
         if encode is None:
             return None
 
         def pre_encode(stamp_ns: int) -> None:
             # The stored (downscaled, JPEG) copy: the very pixels a question will send, so the cache hits.
-            frame = self.history.stored_frame(stamp_ns)
+            frame = history.stored_frame(stamp_ns)
             if frame is not None:
                 encode([frame.image])
 
@@ -419,7 +640,8 @@ class EmbodiedRNode(Node):
     # ---------------------------------------------------------------------------------- questions
 
     def _on_config_change(self, config: NodeConfig) -> None:
-        self.worker.queue_length = config.query.queue_length
+        if self.served is not None:
+            self.served.worker.queue_length = config.query.queue_length
 
     def ask(
         self,
@@ -432,13 +654,14 @@ class EmbodiedRNode(Node):
 
         1. receive:  the transport's callback turns its message into ``request`` (:meth:`_on_ask`,
            :meth:`_on_goal`, :meth:`_on_question`);
-        2. validate: the question and its options within ``query.max_*`` (:func:`.questions.check_size`);
+        2. validate: the node is active; the question and its options within ``query.max_*``
+           (:func:`.questions.check_size`);
         3. window:   the window it names, checked now; it is resolved against the history when the answer
            starts, so a question that waited in the queue still ends at the newest frame;
         4. queue:    on the :class:`.QueryWorker`, deadline ``query.timeout_s`` from now, or "busy" at once
            beyond ``query.queue_length``; a waiting caller gives it up on a cancel or at the deadline;
         5. answer:   on the worker thread (:meth:`_answer`): the window's key frames, then the pipeline (VLM,
-           LM); a delivered answer goes out on ``~/answer`` with its key frames (:meth:`_on_job_finished`);
+           LM); a delivered answer goes out on ``~/answers`` with its key frames (:meth:`_on_job_finished`);
         6. reply:    the :class:`.Outcome`, counted for /diagnostics (:meth:`_reply`), is returned to a caller
            that waits (the service's response, the action's result); a caller that does not (the topic)
            passes ``reply``, which gets it on the worker thread when the question ends.
@@ -448,19 +671,34 @@ class EmbodiedRNode(Node):
         """
         query = self.params.config.query
         with self._in_flight():
+            served = self.served
+            if served is None or not self._active:
+                return self._reply(Outcome(False, self._inactive_reason(), status=INACTIVE), None, reply)
             try:
                 check_size(request, query)  # 2. validate
                 window = request.window  # 3. window
                 window.check()
-                job = self.worker.submit(QueuedQuestion(request, window, reply), query.timeout_s)  # 4. queue
+                job = served.worker.submit(  # 4. queue
+                    QueuedQuestion(request, window, reply),
+                    query.timeout_s,
+                    request.query_id or f"q{next(self._query_ids)}",
+                )
             except (RequestTooLargeError, WindowError) as exc:
                 return self._reply(Outcome(False, str(exc)), None, reply)
             except QueueFullError as exc:
                 return self._reply(Outcome(False, str(exc), status="busy"), None, reply)
             if reply is not None:
                 return None  # 5. and 6. follow on the worker thread
-            self._wait_for_answer(job, on_event, cancelled)  # 5. answer (on the worker thread)
+            self._wait_for_answer(served.worker, job, on_event, cancelled)  # 5. answer (on the worker thread)
             return self._reply(self._outcome(job), job, None)  # 6. reply
+
+    def _inactive_reason(self) -> str:
+        state = self.lifecycle_state
+        fix = "activate" if state == "inactive" else "configure, then activate"
+        return (
+            f"the node is {state}, not taking questions: {fix} it "
+            f"(ros2 lifecycle set {self.get_fully_qualified_name()} {fix.split(',')[0]})"
+        )
 
     # Steps 1 and 6 of each transport.
 
@@ -492,13 +730,28 @@ class EmbodiedRNode(Node):
         return result
 
     def _on_question(self, message: Any) -> None:
-        request = QueryRequest(message.data)  # the whole string is the question: no options, default window
+        request = _request_of(message)
+        if not request.query_id:
+            request = dataclasses.replace(request, query_id=f"q{next(self._query_ids)}")
+            self.get_logger().info(
+                f"question {_preview(request.question)} from ~/question has no query_id: its answer on "
+                f"~/answers carries {request.query_id}"
+            )
 
-        def reply(outcome: Outcome) -> None:  # nobody waits: the answer is on ~/answer, a failure in the log
-            if not outcome.success:
-                self.get_logger().warning(
-                    f"question {_preview(request.question)} from ~/question not answered: {outcome.message}"
+        def reply(outcome: Outcome) -> None:  # nobody waits: the answer or the reason goes out on ~/answers
+            if outcome.success:
+                return
+            self.get_logger().warning(
+                f"question {request.query_id} {_preview(request.question)} from ~/question not answered: "
+                f"{outcome.message}"
+            )
+            served = self.served
+            if served is not None:
+                stamp = self.get_clock().now().nanoseconds
+                failed = failure_message(
+                    request.query_id, request.question, request.options, outcome.message, stamp
                 )
+                served.answer_publisher.publish(failed)
 
         self.ask(request, reply=reply)
 
@@ -506,6 +759,7 @@ class EmbodiedRNode(Node):
 
     def _wait_for_answer(
         self,
+        worker: QueryWorker[QueuedQuestion],
         job: QueryJob[QueuedQuestion],
         on_event: Callable[[str, float], None] | None,
         cancelled: Callable[[], bool],
@@ -523,27 +777,30 @@ class EmbodiedRNode(Node):
             elif (event := job.next_event(step)) is not None:
                 on_event(*event)
                 continue
-            if cancelled() and self.worker.abandon(job, CANCELLED):
+            if cancelled() and worker.abandon(job, CANCELLED):
                 break
-            if job.remaining_s() <= 0 and self.worker.abandon(job, TIMEOUT):
+            if job.remaining_s() <= 0 and worker.abandon(job, TIMEOUT):
                 break
         while on_event is not None and (event := job.next_event(0.0)) is not None:
             on_event(*event)
 
     def _answer(self, job: QueryJob[QueuedQuestion]) -> QueryResult:
         """The worker's handler: key frames of the window, then the pipeline (VLM, LM)."""
+        served = self.served
+        if served is None:
+            raise NoFramesError("the node was cleaned up while the question waited")
         start = time.perf_counter()
         job.report("keyframes", 0.05)
         question, config = job.payload, self.params.config
         try:
-            found = self.history.keyframes(question.window, config.query.window_s)
+            found = served.history.keyframes(question.window, config.query.window_s)
         except EmptyHistoryError:
             dropped = sum(self.stats.dropped.values())
             topic = self.resolve_topic_name(self.camera_topic)
             raise NoFramesError(
                 f"no camera frames to answer from: none received on {topic} since the start or the last "
                 f"reset ({self.stats.frames_received} received, {dropped} dropped as malformed or out of "
-                "order); check that the camera publishes there"
+                f"order){self._qos_hint()}; check that the camera publishes there"
             ) from None
         keyframes = found.keyframes
         if not keyframes:
@@ -553,24 +810,38 @@ class EmbodiedRNode(Node):
             )
         keyframes_s = time.perf_counter() - start
         request = question.request
-        answer = self.pipeline.answer(
+        answer = served.pipeline.answer(
             request.question, request.options, keyframes=keyframes, on_progress=job.report
         )
-        message = answer_to_message(answer, job.id, self.get_clock().now().nanoseconds, self._frame_id)
+        # Under use_sim_time before /clock comes the node's clock reads 0: stamp with camera time instead.
+        stamp = self.get_clock().now().nanoseconds or keyframes[-1].frame.stamp_ns
+        message = answer_to_message(answer, job.id, stamp, self._frame_id)
         return QueryResult(message, keyframes, keyframes_s)
+
+    def _qos_hint(self) -> str:
+        with self.stats.lock:
+            count, policy = self.stats.qos_incompatible, self.stats.qos_incompatible_policy
+        if not count:
+            return ""
+        return (
+            f"; {count} publisher(s) there offer a QoS incompatible with camera.qos="
+            f"{self.params.config.camera.qos} (policy {policy})"
+        )
 
     def _on_job_finished(self, job: QueryJob[QueuedQuestion]) -> None:
         """On the worker thread, before a waiting caller is woken: publish a delivered answer and its
         evidence; reply to a caller that does not wait."""
-        if job.delivered:
+        served = self.served
+        if job.delivered and served is not None:
             result: QueryResult = job.result
             start = time.monotonic()
+            result.message.message = self._answered_message(job)
             if self.params.config.query.publish_keyframes:
                 for keyframe in result.keyframes:
-                    self.keyframe_publisher.publish(
+                    served.keyframe_publisher.publish(
                         rgb_image_message(keyframe.frame.image, keyframe.frame.stamp_ns, self._frame_id)
                     )
-            self.answer_publisher.publish(result.message)
+            served.answer_publisher.publish(result.message)
             end = time.monotonic()
             timing = QueryTiming(
                 queued_s=(job.started or job.submitted) - job.submitted,
@@ -586,22 +857,30 @@ class EmbodiedRNode(Node):
         if job.payload.reply is not None:
             self._reply(self._outcome(job), job, job.payload.reply)
 
+    @staticmethod
+    def _answered_message(job: QueryJob[QueuedQuestion]) -> str:
+        result: QueryResult = job.result
+        seconds = (job.finished or time.monotonic()) - job.submitted
+        count = len(result.message.keyframe_stamps)
+        text = f"answered from {count} key frame{'s' * (count != 1)} in {seconds:.2f} s"
+        notes = list(result.message.notes)
+        return text + "".join(f"; {note}" for note in notes)
+
     def _outcome(self, job: QueryJob[QueuedQuestion]) -> Outcome:
         """How a question the worker took ended, as its caller sees it."""
         if job.delivered:
             result: QueryResult = job.result
-            seconds = (job.finished or time.monotonic()) - job.submitted
-            return Outcome(
-                True,
-                f"answered from {len(result.keyframes)} key frame{'s' * (len(result.keyframes) != 1)} in "
-                f"{seconds:.2f} s",
-                result.message,
-                "answered",
-            )
+            if not result.message.message:
+                result.message.message = self._answered_message(job)
+            return Outcome(True, result.message.message, result.message, "answered")
         if job.abandon_reason == CANCELLED:
             return Outcome(False, f"query {job.id} cancelled", status=CANCELLED)
         if job.abandon_reason == SHUTDOWN:
-            return Outcome(False, "shutting down: the node is stopping; ask when it is back", status=SHUTDOWN)
+            return Outcome(
+                False,
+                "shutting down: the node is stopping or cleaning up; ask when it is back",
+                status=SHUTDOWN,
+            )
         if job.abandon_reason == TIMEOUT:
             where = (
                 "while waiting behind another question"
@@ -637,59 +916,86 @@ class EmbodiedRNode(Node):
     @contextlib.contextmanager
     def _in_flight(self) -> Iterator[None]:
         """Count an :meth:`ask` in flight (at shutdown :meth:`wait_for_callbacks` lets their replies out)."""
-        with self._callbacks:
-            self._callbacks_in_flight += 1
+        with self._asks:
+            self._asks_in_flight += 1
         try:
             yield
         finally:
-            with self._callbacks:
-                self._callbacks_in_flight -= 1
-                self._callbacks.notify_all()
+            with self._asks:
+                self._asks_in_flight -= 1
+                self._asks.notify_all()
 
     def wait_for_callbacks(self, timeout_s: float) -> bool:
         """Wait until no :meth:`ask` is in flight (at shutdown, after the worker closed); False on timeout."""
-        with self._callbacks:
-            return self._callbacks.wait_for(lambda: self._callbacks_in_flight == 0, timeout_s)
+        with self._asks:
+            return self._asks.wait_for(lambda: self._asks_in_flight == 0, timeout_s)
 
     # -------------------------------------------------------------------------------- diagnostics
 
+    def _clock_problem(self) -> str:
+        """Why the node's clock cannot stamp yet ("" when it can): sim time on and no /clock so far."""
+        if not self.get_parameter("use_sim_time").value:
+            return ""
+        if self.get_clock().now().nanoseconds:
+            return ""
+        return "use_sim_time is true and no /clock message has come: answers are stamped with camera time"
+
     def diagnostics(self) -> DiagnosticStatus:
         """The node's health as one DiagnosticStatus (what /diagnostics carries)."""
-        stats, config = self.stats, self.params.config
+        stats, config, served = self.stats, self.params.config, self.served
         with stats.lock:
             dropped = dict(stats.dropped)
             outcomes = dict(stats.outcomes)
             mean_ms = 1e3 * stats.ingest_s_total / stats.ingest_count if stats.ingest_count else 0.0
             max_ms, last_wall, latency = 1e3 * stats.ingest_s_max, stats.last_frame_wall, stats.last_latency_s
             breakdown = dataclasses.asdict(stats.last_timing) if stats.last_timing else {}
-        held = self.history.size()
+            qos_count, qos_policy = stats.qos_incompatible, stats.qos_incompatible_policy
+        state = self.lifecycle_state
         level, message = DiagnosticStatus.OK, "ok"
-        if last_wall is None:
+        if state != "active":
+            level = DiagnosticStatus.WARN
+            message = f"{state}" + (f": configure failed: {self._failure}" if self._failure else "")
+        elif last_wall is None:
             level, message = DiagnosticStatus.WARN, f"no camera frames on {self.camera_topic} yet"
         elif time.monotonic() - last_wall > CAMERA_SILENT_S:
             level, message = DiagnosticStatus.WARN, f"camera silent for {time.monotonic() - last_wall:.0f} s"
-        running = self.worker.running
+        if state == "active" and qos_count:
+            level = DiagnosticStatus.ERROR
+            message += (
+                f"; {qos_count} camera publisher(s) offer a QoS incompatible with camera.qos="
+                f"{config.camera.qos} (policy {qos_policy}): set camera.qos to match the camera"
+            )
+        clock_problem = self._clock_problem()
+        if clock_problem:
+            level = max(level, DiagnosticStatus.WARN)
+            message += f"; {clock_problem}"
+        held = served.history.size() if served else None
+        worker = served.worker if served else None
+        running = worker.running if worker else None
         values = {
+            "lifecycle_state": state,
+            "use_sim_time": str(bool(self.get_parameter("use_sim_time").value)).lower(),
             "frames_received": stats.frames_received,
-            "frames_stored": held.frames,
+            "frames_stored": held.frames if held else 0,
             "frames_dropped": sum(dropped.values()),
             "frames_lost": stats.frames_lost,
             **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
+            "camera_qos_incompatible_publishers": qos_count,
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
             "camera_callback_max_ms": f"{max_ms:.3f}",
-            "keyframes_held": held.keyframes,
-            "keyframe_candidates_held": held.candidates,
-            "odometry_samples_held": held.poses,
-            "buffer_memory_mb": f"{held.memory_bytes / 2**20:.2f}",
+            "keyframes_held": held.keyframes if held else 0,
+            "keyframe_candidates_held": held.candidates if held else 0,
+            "odometry_samples_held": held.poses if held else 0,
+            "buffer_memory_mb": f"{held.memory_bytes / 2**20:.2f}" if held else "0.00",
             "process_memory_mb": f"{rss_bytes() / 2**20:.1f}",
             **_gpu_memory(),
             "queries_running": 0 if running is None else 1,
-            "queries_waiting": self.worker.waiting,
+            "queries_waiting": worker.waiting if worker else 0,
             **{f"queries_{status}": count for status, count in sorted(outcomes.items())},
             "last_query_latency_s": "" if latency is None else f"{latency:.3f}",
             **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
-            "vlm": self.pipeline.perception,
-            "lm": f"{config.lm.model} ({config.lm.backend}) loaded",
+            "vlm": served.pipeline.perception if served else "not loaded",
+            "lm": f"{config.lm.model} ({config.lm.backend}) {'loaded' if served else 'not loaded'}",
         }
         return DiagnosticStatus(
             level=level,
@@ -705,20 +1011,19 @@ class EmbodiedRNode(Node):
         self.diagnostics_publisher.publish(array)
 
     def destroy_node(self) -> None:
-        """Stop the query worker (a generation in flight is left to finish on its daemon thread)."""
+        """Stop taking frames, close the query worker and free the models (a generation in flight is left
+        to finish on its daemon thread)."""
         # getattr: a node whose construction failed is still destroyed by its context.
-        if getattr(self, "_camera", None) is not None:
-            self._camera.close()
-        if getattr(self, "worker", None) is not None:
-            self.worker.close(timeout=1.0)
-        if getattr(self, "action_server", None) is not None:
-            self.action_server.destroy()
+        if getattr(self, "params", None) is not None:
+            self._stop_inputs()
+            self._release()
         super().destroy_node()
 
 
 def _gpu_memory() -> dict[str, str]:
     torch = sys.modules.get("torch")  # only when the models brought torch in
-    if torch is None or not torch.cuda.is_available():
+    cuda = getattr(torch, "cuda", None)  # None too while another thread still imports torch (configure)
+    if cuda is None or not cuda.is_available():
         return {}
     return {"gpu_memory_mb": f"{torch.cuda.memory_allocated() / 2**20:.1f}"}
 
@@ -753,12 +1058,14 @@ def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) ->
         while not stop.wait(SIGNAL_POLL_S):
             pass
         node.get_logger().info("shutting down")
-        node.worker.close(timeout=0.0)  # in-flight questions get "shutting down" now, while replies work
+        worker = node.worker
+        if worker is not None:
+            worker.close(timeout=0.0)  # in-flight questions get "shutting down" now, while replies work
         if node.wait_for_callbacks(timeout_s=SHUTDOWN_GRACE_S):
             time.sleep(REPLY_FLUSH_S)
         executor.shutdown(timeout_sec=SHUTDOWN_GRACE_S)
         spinner.join(timeout=SHUTDOWN_GRACE_S)
-        generating = node.worker.alive
+        generating = worker is not None and worker.alive
         node.destroy_node()
     finally:
         for sig, handler in previous.items():

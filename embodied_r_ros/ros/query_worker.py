@@ -155,8 +155,9 @@ class QueryWorker(Generic[Payload]):
         """The job on the worker now, or None."""
         return self._running
 
-    def submit(self, payload: Payload, timeout_s: float) -> QueryJob[Payload]:
-        """Queue ``payload`` for the handler; raises :class:`QueueFullError` when the queue is full."""
+    def submit(self, payload: Payload, timeout_s: float, job_id: str = "") -> QueryJob[Payload]:
+        """Queue ``payload`` for the handler as job ``job_id`` ("": the worker numbers it, "q1", "q2", ...);
+        raises :class:`QueueFullError` when the queue is full."""
         with self._cond:
             if self._stopped:
                 raise QueueFullError("the query worker is shut down")
@@ -166,7 +167,7 @@ class QueryWorker(Generic[Payload]):
                     f"busy: one question is being answered and {len(self._queue)} wait (query.queue_length = "
                     f"{self._queue_length}); ask again later"
                 )
-            job = QueryJob(f"q{next(self._ids)}", payload, timeout_s)
+            job = QueryJob(job_id or f"q{next(self._ids)}", payload, timeout_s)
             self._queue.append(job)
             self._cond.notify_all()
             return job

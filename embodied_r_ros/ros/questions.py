@@ -28,6 +28,7 @@ class QueryRequest:
     window_s: float = 0.0
     start_ns: int = 0
     end_ns: int = 0
+    query_id: str = ""  # the asker's id for its answer (a SpatialQuestion's); "" = the node makes one
 
     @property
     def window(self) -> Window:

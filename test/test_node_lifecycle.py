@@ -1,0 +1,262 @@
+"""The node as a robot runs it, over real DDS: a managed (lifecycle) node driven through its lifecycle
+services, sim time without and with /clock, and a camera whose QoS the subscription cannot match."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from embodied_r_ros.msg import SpatialAnswer
+from embodied_r_ros.srv import AskSpatial
+from lifecycle_msgs.srv import ChangeState, GetState
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image
+from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
+
+from embodied_r_ros.cli.parts import perceivers
+from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message, stamp_to_ns
+from embodied_r_ros.ros.node import EmbodiedRNode
+from embodied_r_ros.testing.synthetic_clip import synthetic_clip
+
+__all__ = ["gated_pipeline", "ros_context"]  # module fixtures shared with test_node_ros
+
+
+class Harness:
+    """A node under test, a client node on the same executor, and helpers (camera, questions, lifecycle)."""
+
+    def __init__(self, context, node: EmbodiedRNode, namespace: str, camera_qos: QoSProfile | None = None):
+        self.node, self.namespace = node, namespace
+        self.client = rclpy.create_node(f"client_{namespace}", context=context)
+        base = f"/{namespace}/embodied_r"
+        self.camera = self.client.create_publisher(
+            Image, f"/{namespace}/camera/image_raw", camera_qos or QoSProfile(depth=50)
+        )
+        self.ask_client = self.client.create_client(AskSpatial, f"{base}/ask")
+        self.change_state = self.client.create_client(ChangeState, f"{base}/change_state")
+        self.get_state = self.client.create_client(GetState, f"{base}/get_state")
+        self.answers: list = []
+        self.diagnostics: list = []
+        self.client.create_subscription(SpatialAnswer, f"{base}/answers", self.answers.append, 20)
+        self.client.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 20)
+        self.executor = MultiThreadedExecutor(num_threads=8, context=context)
+        self.executor.add_node(node)
+        self.executor.add_node(self.client)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        self.next_ns = 1_700_000_000 * NS_PER_S
+
+    def _on_diagnostics(self, array) -> None:
+        self.diagnostics.extend(s for s in array.status if s.hardware_id.startswith(f"/{self.namespace}/"))
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=2.0)
+        self.thread.join(timeout=5.0)
+        self.node.destroy_node()
+        self.client.destroy_node()
+
+    def transition(self, label: str) -> bool:
+        assert self.change_state.wait_for_service(timeout_sec=WAIT_S)
+        request = ChangeState.Request()
+        request.transition.label = label
+        return result_of(self.change_state.call_async(request), timeout=120.0).success
+
+    def state(self) -> str:
+        assert self.get_state.wait_for_service(timeout_sec=WAIT_S)
+        return result_of(self.get_state.call_async(GetState.Request())).current_state.label
+
+    def feed(self, seconds: float = 2.0) -> list[int]:
+        """Publish a clip and wait until the node has taken every frame; returns the stamps."""
+        clip = synthetic_clip(seconds=seconds, fps=5.0, size=(160, 120), start_ns=self.next_ns)
+        self.next_ns = clip.frames[-1].stamp_ns + NS_PER_S
+        received = self.node.stats.frames_received
+        for frame in clip.frames:
+            self.camera.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
+            time.sleep(0.003)
+        assert wait_for(lambda: self.node.stats.frames_received >= received + len(clip.frames))
+        return [f.stamp_ns for f in clip.frames]
+
+    def ask(self, question: str = "What did I see last?", timeout: float = 120.0):
+        assert self.ask_client.wait_for_service(timeout_sec=WAIT_S)
+        request = AskSpatial.Request(question=question, window_seconds=600.0)
+        return result_of(self.ask_client.call_async(request), timeout=timeout)
+
+    def last_status(self) -> tuple[int, str, dict[str, str]]:
+        assert wait_for(lambda: bool(self.diagnostics))
+        status: DiagnosticStatus = self.diagnostics[-1]
+        return status.level, status.message, {kv.key: kv.value for kv in status.values}
+
+
+def tiny_model_parameters(tiny_models_dir: Path, **extra) -> list[Parameter]:
+    values = {
+        "vlm.model": str(tiny_models_dir / "vlm"),
+        "lm.model": str(tiny_models_dir / "lm"),
+        "vlm.transformers.device": "cpu",
+        "lm.transformers.device": "cpu",
+        "vlm.max_new_tokens": 8,
+        "lm.max_new_tokens": 8,
+        "pose.topic": "",
+        "camera.qos": "reliable",  # every frame the test publishes arrives
+        "camera.qos_depth": 100,
+        "query.pre_encode_keyframes": False,
+        "diagnostics_period_s": 0.2,
+        **extra,
+    }
+    return [Parameter(name, value=value) for name, value in values.items()]
+
+
+def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_dir):
+    """configure loads the models and makes the services; activate takes frames and questions; deactivate
+    stops both; cleanup frees the models; configure + activate bring it back."""
+    node = EmbodiedRNode(
+        perceivers=perceivers(),
+        context=ros_context,
+        namespace="managed",
+        parameter_overrides=tiny_model_parameters(tiny_models_dir, autostart=False),
+    )
+    harness = Harness(ros_context, node, "managed")
+    try:
+        assert harness.state() == "unconfigured" and node.pipeline is None
+        assert not harness.ask_client.wait_for_service(timeout_sec=0.5)  # no ~/ask before configure
+        level, message, values = harness.last_status()  # /diagnostics in every state
+        assert level == DiagnosticStatus.WARN and message.startswith("unconfigured")
+        assert values["lifecycle_state"] == "unconfigured" and values["lm"].endswith("not loaded")
+
+        assert harness.transition("configure") and harness.state() == "inactive"
+        backends = [node.pipeline.perceiver.backend, node.pipeline.reasoner.backend]
+        assert all(b.model is not None for b in backends)
+        inactive = harness.ask()
+        assert not inactive.success and "inactive" in inactive.message and "activate" in inactive.message
+        assert harness.camera.get_subscription_count() == 0  # not taking frames yet
+
+        assert harness.transition("activate") and harness.state() == "active"
+        assert wait_for(lambda: harness.camera.get_subscription_count() == 1)
+        harness.feed()
+        answered = harness.ask()
+        assert answered.success and answered.answer.query_id and answered.answer.completion
+
+        assert harness.transition("deactivate") and harness.state() == "inactive"
+        assert wait_for(lambda: harness.camera.get_subscription_count() == 0)
+        refused = harness.ask()
+        assert not refused.success and "inactive" in refused.message
+
+        assert harness.transition("cleanup") and harness.state() == "unconfigured"
+        assert node.pipeline is None and all(b.model is None for b in backends)  # the models are freed
+        assert wait_for(lambda: not harness.ask_client.service_is_ready())
+
+        assert harness.transition("configure") and harness.transition("activate")
+        assert wait_for(lambda: harness.camera.get_subscription_count() == 1)
+        harness.feed()
+        again = harness.ask()
+        assert again.success and again.answer.query_id != answered.answer.query_id  # ids stay unique
+    finally:
+        harness.close()
+
+
+def test_a_failed_configure_names_the_model_and_the_node_stays_up(ros_context, tiny_models_dir, tmp_path):
+    missing = tmp_path / "no-such-model"
+    node = EmbodiedRNode(
+        perceivers=perceivers(),
+        context=ros_context,
+        namespace="unloadable",
+        parameter_overrides=tiny_model_parameters(
+            tiny_models_dir, autostart=False, **{"lm.model": str(missing)}
+        ),
+    )
+    harness = Harness(ros_context, node, "unloadable")
+    try:
+        assert not harness.transition("configure") and harness.state() == "unconfigured"
+        assert wait_for(lambda: "configure failed" in harness.last_status()[1])
+        assert str(missing) in harness.last_status()[1]
+    finally:
+        harness.close()
+
+
+def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline):
+    """Under use_sim_time with no /clock, /diagnostics still comes (wall-time timer) and says so, and answers
+    are stamped with camera time; once /clock runs, answers carry its time."""
+    pipeline, _, config = gated_pipeline
+    node = EmbodiedRNode(
+        pipeline=pipeline,
+        context=ros_context,
+        namespace="simulated",
+        parameter_overrides=[
+            *node_parameters(
+                config,
+                **{"pose.topic": "", "camera.qos": "reliable", "query.pre_encode_keyframes": False},
+            ),
+            Parameter("use_sim_time", value=True),
+        ],
+    )
+    harness = Harness(ros_context, node, "simulated")
+    clock = harness.client.create_publisher(Clock, "/clock", 10)
+    try:
+        assert node.get_clock().now().nanoseconds == 0
+        assert wait_for(lambda: len(harness.diagnostics) >= 2, timeout=10.0)  # the timer runs on wall time
+        level, message, values = harness.last_status()
+        assert level == DiagnosticStatus.WARN and "no /clock message has come" in message
+        assert values["use_sim_time"] == "true"
+        stamps = harness.feed()
+        early = harness.ask()
+        assert early.success
+        assert stamp_to_ns(early.answer.header.stamp) == stamp_to_ns(early.answer.keyframe_stamps[-1])
+        assert stamp_to_ns(early.answer.header.stamp) in stamps
+
+        sim_ns = 1_800_000_000 * NS_PER_S
+        assert wait_for(lambda: clock.get_subscription_count() > 0)
+        clock.publish(Clock(clock=ns_to_time(sim_ns)))
+        assert wait_for(lambda: node.get_clock().now().nanoseconds == sim_ns)
+        late = harness.ask()
+        assert late.success and stamp_to_ns(late.answer.header.stamp) == sim_ns
+        count = len(harness.diagnostics)
+        assert wait_for(lambda: len(harness.diagnostics) > count + 1)
+        assert "clock" not in harness.last_status()[1]
+    finally:
+        harness.close()
+
+
+def test_a_camera_qos_mismatch_is_reported_with_the_fix(ros_context, gated_pipeline, capfd):
+    """A best-effort camera and camera.qos=reliable: no frame can come; the node says why and how to fix it
+    in its log, its diagnostics and the answer to a question."""
+    pipeline, _, config = gated_pipeline
+    node = EmbodiedRNode(
+        pipeline=pipeline,
+        context=ros_context,
+        namespace="mismatched",
+        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "pose.topic": ""}),
+    )
+    best_effort = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+    harness = Harness(ros_context, node, "mismatched", camera_qos=best_effort)
+    try:
+        assert wait_for(lambda: node.stats.qos_incompatible >= 1)
+        assert wait_for(lambda: harness.last_status()[2].get("camera_qos_incompatible_publishers") == "1")
+        level, message, _ = harness.last_status()
+        assert level == DiagnosticStatus.ERROR and "camera.qos" in message and "RELIABILITY" in message
+        reply = harness.ask()
+        assert not reply.success and "incompatible with camera.qos=reliable" in reply.message
+        logged = capfd.readouterr().err
+        assert "offers a QoS incompatible with camera.qos=reliable" in logged
+        assert "set camera.qos to sensor_data" in logged
+    finally:
+        harness.close()
+
+
+def test_autostart_makes_an_active_node_and_cleanup_leaves_a_given_pipeline_open(ros_context, gated_pipeline):
+    pipeline, _, config = gated_pipeline
+    node = EmbodiedRNode(
+        pipeline=pipeline,
+        context=ros_context,
+        namespace="autostarted",
+        parameter_overrides=node_parameters(config),
+    )
+    try:
+        assert node.lifecycle_state == "active" and node.pipeline is pipeline
+    finally:
+        node.destroy_node()
+    assert pipeline.reasoner.backend.model is not None  # the caller's pipeline: theirs to close
