@@ -19,8 +19,12 @@ SMOLLM2 := .cache/models/smollm2
 SMOLLM2_STAMP := $(SMOLLM2)/embodied_r_gguf.json
 # Everything colcon installs: a new or renamed file must re-run the (symlink) install.
 BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg srv/*.srv action/*.action) \
-	$(shell find embodied_r_ros training/embodied_r_training launch config scripts -type f \
+	$(shell find embodied_r_ros training/embodied_r_training launch config scripts interfaces -type f \
 		-not -path '*/__pycache__/*' 2>/dev/null)
+# tf2_msgs (TFMessage, for pose.source tf) comes with ROS, not with the PyPI wheels: where the venv cannot
+# import it (a copy in ./install does not count), colcon also builds interfaces/tf2_msgs, the same definition.
+TF2_MSGS_CHECK := import os, tf2_msgs; exit(os.path.abspath(tf2_msgs.__file__).startswith("$(CURDIR)/install/"))
+TF2_MSGS = $$(python -c '$(TF2_MSGS_CHECK)' >/dev/null 2>&1 || echo interfaces/tf2_msgs)
 # Run inside the venv and the built workspace, as a ROS user would after `source install/setup.bash`.
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
@@ -40,7 +44,7 @@ $(VENV_STAMP): requirements.txt requirements-nodeps.txt
 build: $(BUILD_STAMP)
 $(BUILD_STAMP): $(VENV_STAMP) $(BUILD_INPUTS)
 	source $(VENV)/bin/activate && colcon build --symlink-install --event-handlers console_direct- \
-		--cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=ON
+		--base-paths . $(TF2_MSGS) --cmake-args -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python -DBUILD_TESTING=ON
 	touch $@
 
 smollm2: $(SMOLLM2_STAMP)

@@ -153,7 +153,7 @@ def main() -> None:
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()
     overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-                 "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu", "odometry.topic": "",
+                 "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu", "pose.topic": "",
                  "camera.qos": args.qos,
                  "query.pre_encode_keyframes": not args.no_pre_encode}  # fmt: skip
     node = EmbodiedRNode(

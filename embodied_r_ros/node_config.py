@@ -10,6 +10,7 @@ read it where ROS is not installed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .config import (
@@ -27,6 +28,7 @@ from .config import (
     require,
     section,
 )
+from .frames import Pose
 
 QOS_PROFILES = ("sensor_data", "reliable")
 
@@ -69,24 +71,103 @@ class CameraConfig:
         require(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
 
 
-@dataclass
-class OdometryConfig:
-    """Optional odometry (nav_msgs/Odometry): key frames get the pose interpolated at their stamp."""
+# Where the node takes the robot's poses from (pose.source); the message sources' types by source name.
+POSE_SOURCES = ("odometry", "pose", "pose_with_covariance", "tf", "none")
+POSE_MESSAGE_TYPES = {
+    "odometry": "nav_msgs/Odometry",
+    "pose": "geometry_msgs/PoseStamped",
+    "pose_with_covariance": "geometry_msgs/PoseWithCovarianceStamped",
+}
+QUATERNION_TOLERANCE = 0.01  # |q| may be this far from 1 (hand-typed numbers); it is normalised
 
-    topic: str = param(
-        "odom",
-        "nav_msgs/Odometry topic; key frames get the pose interpolated at their stamp and the actions "
-        "between them come from odometry; empty = no odometry (the VLM labels actions)",
-        # An empty launch argument keeps the file's value, so the launch file takes "none" for "".
-        launch=Alias("odometry_topic", "nav_msgs/Odometry topic, or none"),
-        flag=Alias("--odometry-topic", "nav_msgs/Odometry topic; '' turns odometry off"),
+
+@dataclass
+class CameraOffsetConfig:
+    """Where the camera sits on the body: the fixed transform from the frame the poses are of (the body;
+    with pose.source tf, pose.camera_frame) to the camera, REP-103 axes (x forward, y left, z up)."""
+
+    x: float = param(
+        0.0,
+        "the camera in the frame the poses are of (the body; with tf, pose.camera_frame): metres forward",
+        bounds=(-1000.0, 1000.0),
     )
-    max_gap_s: float = param(
-        0.5, "a key frame farther than this from any odometry sample gets no pose", bounds=(0.001, 60.0)
+    y: float = param(0.0, "the camera on the body: metres left", bounds=(-1000.0, 1000.0))
+    z: float = param(0.0, "the camera on the body: metres up", bounds=(-1000.0, 1000.0))
+    qx: float = param(0.0, "the camera's orientation on the body: quaternion x", bounds=(-1.0, 1.0))
+    qy: float = param(
+        0.0,
+        "the camera's orientation on the body: quaternion y (a camera pitched down by a: qy = sin(a/2), "
+        "qw = cos(a/2))",
+        bounds=(-1.0, 1.0),
     )
+    qz: float = param(0.0, "the camera's orientation on the body: quaternion z", bounds=(-1.0, 1.0))
+    qw: float = param(1.0, "the camera's orientation on the body: quaternion w", bounds=(-1.0, 1.0))
 
     def __post_init__(self) -> None:
-        require(self.max_gap_s > 0, "odometry.max_gap_s must be > 0")
+        norm = math.sqrt(math.fsum(v * v for v in (self.qx, self.qy, self.qz, self.qw)))
+        require(
+            abs(norm - 1.0) <= QUATERNION_TOLERANCE,
+            f"pose.camera_offset.qx, qy, qz, qw must be a unit quaternion, got length {norm:.4f}; "
+            "(0, 0, 0, 1) is no rotation",
+        )
+
+    def pose(self) -> Pose:
+        """The offset as a core :class:`Pose` (the camera in the body frame), normalised."""
+        norm = math.sqrt(math.fsum(v * v for v in (self.qx, self.qy, self.qz, self.qw)))
+        orientation = (self.qx / norm, self.qy / norm, self.qz / norm, self.qw / norm)
+        return Pose(position=(self.x, self.y, self.z), orientation=orientation)
+
+
+@dataclass
+class PoseConfig:
+    """Where the robot's poses come from; key frames get the camera pose interpolated at their stamp, and
+    the actions between key frames come from those poses (none: the VLM labels them)."""
+
+    source: str = param(
+        "odometry",
+        "where poses come from: odometry (nav_msgs/Odometry), pose (geometry_msgs/PoseStamped, e.g. a "
+        "flight stack's local position), pose_with_covariance (geometry_msgs/PoseWithCovarianceStamped), tf "
+        "(pose.odom_frame -> pose.camera_frame from /tf and /tf_static; needs tf2_msgs), none",
+        choices=POSE_SOURCES,
+        launch=Alias("pose_source", "odometry, pose, pose_with_covariance, tf or none"),
+        flag=Alias("--pose-source", "where poses come from (parameter pose.source)"),
+    )
+    topic: str = param(
+        "odom",
+        "topic of the pose messages (pose.source odometry, pose, pose_with_covariance; not used by tf); "
+        "empty = no poses",
+        # An empty launch argument keeps the file's value, so the launch file takes "none" for "".
+        launch=Alias("odometry_topic", "topic of the pose messages (pose.topic), or none"),
+        flag=Alias("--odometry-topic", "topic of the pose messages (pose.topic); '' turns poses off"),
+    )
+    max_gap_s: float = param(
+        0.5,
+        "a key frame farther than this from any pose sample gets no pose; with tf, a camera frame also waits "
+        "this long (in camera time) for the transforms around its stamp",
+        bounds=(0.001, 60.0),
+    )
+    odom_frame: str = param("odom", "pose.source tf: the fixed frame the camera's poses are taken in")
+    camera_frame: str = param(
+        "",
+        "pose.source tf: the camera's frame, with REP-103 body axes (x forward: camera_link, not an optical "
+        "frame); empty = the frame_id of the camera images",
+    )
+    camera_offset: CameraOffsetConfig = section(CameraOffsetConfig)
+
+    def __post_init__(self) -> None:
+        check_param(self, "source", "pose.")
+        require(self.max_gap_s > 0, "pose.max_gap_s must be > 0")
+        require(
+            self.source != "tf" or bool(self.odom_frame.strip()),
+            "pose.odom_frame must not be empty with pose.source tf (the fixed frame, e.g. odom)",
+        )
+
+    @property
+    def active_source(self) -> str:
+        """The source in use: ``source``, or "none" for a message source without a topic."""
+        if self.source in POSE_MESSAGE_TYPES and not self.topic.strip():
+            return "none"
+        return self.source
 
 
 @dataclass
@@ -149,7 +230,7 @@ class NodeConfig:
     """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
 
     camera: CameraConfig = section(CameraConfig)
-    odometry: OdometryConfig = section(OdometryConfig)
+    pose: PoseConfig = section(PoseConfig)
     query: QueryConfig = section(QueryConfig)
     perception: PerceptionConfig = section(PerceptionConfig)
     vlm: ModelConfig = section(

@@ -6,11 +6,12 @@
 
 Parameters come from ``config_file`` (default: this package's config/embodied_r.yaml, every default
 listed), then from the arguments that set parameters (:data:`ARGUMENTS`; ``--show-args`` lists them)
-that are not empty; an empty argument keeps the file's value. ``odometry_topic:=none`` turns odometry
-off. Those arguments are declared with the parameters, in embodied_r_ros/node_config.py
-(``param(..., launch=...)``). ``launch`` and ``launch_ros`` are imported inside the functions, so the
-plain-Python parts (the argument table and :func:`parameter_overrides`) load anywhere (the package's
-tests check them against the node's parameters).
+that are not empty; an empty argument keeps the file's value. ``pose_source:=`` odometry, pose,
+pose_with_covariance, tf or none says where poses come from; ``odometry_topic:=none`` (the topic of the
+pose messages) turns them off. Those arguments are declared with the parameters, in
+embodied_r_ros/node_config.py (``param(..., launch=...)``). ``launch`` and ``launch_ros`` are imported
+inside the functions, so the plain-Python parts (the argument table and :func:`parameter_overrides`) load
+anywhere (the package's tests check them against the node's parameters).
 """
 
 import os

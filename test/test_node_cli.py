@@ -262,7 +262,7 @@ def _node_process(tiny_models_dir: Path, namespace: str, camera: str, **override
     """`embodied-r run` with the tiny models under ``namespace``, camera on ``camera`` (output captured)."""
     command = [embodied_r(), "run", "--tiny-models", str(tiny_models_dir), "--device", "cpu"]
     command += ["--namespace", namespace, "--set", f"camera.topic={camera}"]
-    command += ["--set", "odometry.topic=", "--set", "camera.qos=reliable"]
+    command += ["--set", "pose.topic=", "--set", "camera.qos=reliable"]
     for name, value in overrides.items():
         command += ["--set", f"{name}={value}"]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

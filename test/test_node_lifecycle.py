@@ -101,7 +101,7 @@ def tiny_model_parameters(tiny_models_dir: Path, **extra) -> list[Parameter]:
         "lm.transformers.device": "cpu",
         "vlm.max_new_tokens": 8,
         "lm.max_new_tokens": 8,
-        "odometry.topic": "",
+        "pose.topic": "",
         "camera.qos": "reliable",  # every frame the test publishes arrives
         "camera.qos_depth": 100,
         "query.pre_encode_keyframes": False,
@@ -189,7 +189,7 @@ def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline):
         parameter_overrides=[
             *node_parameters(
                 config,
-                **{"odometry.topic": "", "camera.qos": "reliable", "query.pre_encode_keyframes": False},
+                **{"pose.topic": "", "camera.qos": "reliable", "query.pre_encode_keyframes": False},
             ),
             Parameter("use_sim_time", value=True),
         ],
@@ -229,7 +229,7 @@ def test_a_camera_qos_mismatch_is_reported_with_the_fix(ros_context, gated_pipel
         pipeline=pipeline,
         context=ros_context,
         namespace="mismatched",
-        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "odometry.topic": ""}),
+        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "pose.topic": ""}),
     )
     best_effort = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
     harness = Harness(ros_context, node, "mismatched", camera_qos=best_effort)

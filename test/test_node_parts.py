@@ -296,6 +296,13 @@ def test_parameters_that_moved_into_a_section_name_where_they_are_now():
     assert unknown_parameters_problem(["camera.topic", "qos_overrides./x.depth"]) is None
     with pytest.raises(ConfigError, match="did you mean vlm.transformers.device"):
         parameter_value("vlm.device", "cpu")
+    # The odometry section became pose (pose.source chooses the message type): its keys name their new ones.
+    problem = unknown_parameters_problem(["odometry.topic", "odometry.max_gap_s"])
+    assert problem is not None
+    assert "odometry.topic (did you mean pose.topic?)" in problem
+    assert "odometry.max_gap_s (did you mean pose.max_gap_s?)" in problem
+    with pytest.raises(ConfigError, match="did you mean pose.topic"):
+        parameter_value("odometry.topic", "/odom")
 
 
 def test_parameter_values_are_typed_and_checked():
@@ -358,7 +365,8 @@ def test_run_flags_come_from_the_parameter_table():
     assert {flag: shortcut.parameters for flag, shortcut in run.FLAGS.items()} == {
         "--camera-topic": ("camera.topic",),
         "--compressed": ("camera.compressed",),
-        "--odometry-topic": ("odometry.topic",),
+        "--pose-source": ("pose.source",),
+        "--odometry-topic": ("pose.topic",),
         "--window": ("query.window_s",),
         "--timeout": ("query.timeout_s",),
         "--vlm": ("vlm.model",),
@@ -377,6 +385,8 @@ def test_run_flags_come_from_the_parameter_table():
             "/m/vlm",
             "--odometry-topic",
             "",
+            "--pose-source",
+            "pose_with_covariance",
             "--set",
             "query.queue_length=4",
             "--set",
@@ -391,14 +401,20 @@ def test_run_flags_come_from_the_parameter_table():
         "vlm.backend": "openai",
         "lm.backend": "openai",
         "vlm.model": "/m/vlm",
-        "odometry.topic": "",
+        "pose.topic": "",
+        "pose.source": "pose_with_covariance",
         "query.queue_length": 4,
         "lm.model": "/m/lm",
     }
     assert type(run.parameter_overrides(args)["query.window_s"]) is float
     assert config_from_parameters(run.parameter_overrides(args)).lm.max_new_tokens == 7
     # Only values the parameters a flag sets accept (ground truth is no backend); dtype's choices.
-    for bad in (["--backend", "ground_truth"], ["--dtype", "int8"], ["--max-new-tokens", "many"]):
+    for bad in (
+        ["--backend", "ground_truth"],
+        ["--dtype", "int8"],
+        ["--max-new-tokens", "many"],
+        ["--pose-source", "gps"],
+    ):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", *bad])
     defaults = parser.parse_args(["run"])
@@ -447,7 +463,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     arguments = _declared_launch_arguments(module, monkeypatch)
     declared = set(arguments)
     assert declared == {"config_file", "namespace", "log_level", "use_sim_time", *module.ARGUMENT_PARAMETERS}
-    assert {"camera_topic", "compressed", "odometry_topic", "vlm", "lm", "device"} <= declared
+    assert {"camera_topic", "compressed", "pose_source", "odometry_topic", "vlm", "lm", "device"} <= declared
     parameters = default_parameters()
     for argument, names in module.ARGUMENT_PARAMETERS.items():
         assert names and all(name in parameters for name in names), argument
@@ -455,7 +471,8 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert module.ARGUMENT_PARAMETERS == {
         "camera_topic": ["camera.topic"],
         "compressed": ["camera.compressed"],
-        "odometry_topic": ["odometry.topic"],
+        "pose_source": ["pose.source"],
+        "odometry_topic": ["pose.topic"],
         "vlm": ["vlm.model"],
         "device": ["vlm.transformers.device", "lm.transformers.device"],
         "lm": ["lm.model"],
@@ -465,7 +482,8 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert {name: arguments[name]["description"] for name in module.ARGUMENT_PARAMETERS} == {
         "camera_topic": "camera topic (sensor_msgs/Image)" + keep,
         "compressed": "true: subscribe to <camera_topic>/compressed (CompressedImage)" + keep,
-        "odometry_topic": "nav_msgs/Odometry topic, or none" + keep,
+        "pose_source": "odometry, pose, pose_with_covariance, tf or none" + keep,
+        "odometry_topic": "topic of the pose messages (pose.topic), or none" + keep,
         "vlm": "VLM: repo id or checkpoint directory" + keep,
         "lm": "LM: repo id or checkpoint directory" + keep,
         "device": "both models: auto, cpu, cuda, cuda:N" + keep,
@@ -474,6 +492,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert all(arguments[name]["default_value"] == "" for name in module.ARGUMENT_PARAMETERS)
     assert {name: a["choices"] for name, a in arguments.items() if "choices" in a} == {
         "compressed": ["", "true", "false"],
+        "pose_source": ["", "odometry", "pose", "pose_with_covariance", "tf", "none"],
         "autostart": ["", "true", "false"],
         "use_sim_time": ["true", "false"],
     }
@@ -500,14 +519,22 @@ def test_launch_overrides_only_the_arguments_given():
     empty = {name: "" for name in module.ARGUMENT_PARAMETERS}
     assert module.parameter_overrides(empty) == {}
     overrides = module.parameter_overrides(
-        {**empty, "compressed": "True", "device": "cuda:1", "vlm": "/models/vlm", "odometry_topic": "none"}
+        {
+            **empty,
+            "compressed": "True",
+            "device": "cuda:1",
+            "vlm": "/models/vlm",
+            "odometry_topic": "none",
+            "pose_source": "pose",
+        }
     )
     assert overrides == {
         "camera.compressed": True,
+        "pose.source": "pose",
         "vlm.transformers.device": "cuda:1",
         "lm.transformers.device": "cuda:1",
         "vlm.model": "/models/vlm",
-        "odometry.topic": "",
+        "pose.topic": "",
     }
     # The values it makes are valid node parameters.
     assert config_from_parameters(overrides).camera.compressed is True

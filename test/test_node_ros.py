@@ -159,7 +159,7 @@ class System:
             namespace="robot2",
             parameter_overrides=node_parameters(
                 config,
-                **{"camera.compressed": True, "odometry.topic": "", "query.pre_encode_keyframes": False},
+                **{"camera.compressed": True, "pose.topic": "", "query.pre_encode_keyframes": False},
             ),
         )
         self.client = rclpy.create_node("test_client", context=context)
@@ -674,7 +674,7 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         "lm.transformers.device": "cpu",
         "lm.transformers.dtype": "float32",
         "lm.max_new_tokens": 8,
-        "odometry.topic": "",
+        "pose.topic": "",
         "query.window_s": 600.0,
     }
     node = EmbodiedRNode(
@@ -721,7 +721,7 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
     clip = synthetic_clip(seconds=14.0, fps=8.0, size=(160, 120), yaw_rate_deg=25.0)
     bag = tmp_path / "bag"
     write_bag(bag, [("/camera/image_raw", f.stamp_ns, image(f.stamp_ns, f.image)) for f in clip.frames])
-    overrides = {"camera.qos": "reliable", "camera.qos_depth": 200, "odometry.topic": ""}
+    overrides = {"camera.qos": "reliable", "camera.qos_depth": 200, "pose.topic": ""}
     node = EmbodiedRNode(
         pipeline=pipeline,
         context=ros_context,
@@ -826,7 +826,7 @@ def test_the_camera_is_taken_even_while_the_node_executor_is_stuck(ros_context, 
         pipeline=pipeline,
         context=ros_context,
         namespace="robot3",
-        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "odometry.topic": ""}),
+        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "pose.topic": ""}),
     )
     camera = rclpy.create_node("camera_driver", context=ros_context)
     try:

@@ -14,6 +14,7 @@ import numpy as np
 from ..answers import Answer
 from ..frames import NS_PER_S, Pose
 from ..image_conversion import rgb8_fields
+from ..pose_math import pose_problem as pose_problem  # re-exported: the readers' check lives in the core
 
 
 def stamp_to_ns(stamp: Any) -> int:
@@ -29,22 +30,39 @@ def ns_to_time(stamp_ns: int) -> Any:
     return Time(sec=sec, nanosec=nanosec)
 
 
-def odometry_pose(message: Any) -> Pose:
-    """The pose of a nav_msgs/Odometry-like message (``pose.pose``) as a core :class:`Pose`."""
-    p, q = message.pose.pose.position, message.pose.pose.orientation
+def geometry_pose(pose: Any) -> Pose:
+    """A geometry_msgs/Pose-like value (``position``, ``orientation``) as a core :class:`Pose`."""
+    p, q = pose.position, pose.orientation
     return Pose(
         position=(float(p.x), float(p.y), float(p.z)),
         orientation=(float(q.x), float(q.y), float(q.z), float(q.w)),
     )
 
 
-def pose_problem(pose: Pose) -> str:
-    """Why a pose cannot be used ("" when it can): non-finite numbers, or a zero-length quaternion."""
-    if not all(math.isfinite(v) for v in (*pose.position, *pose.orientation)):
-        return f"non-finite pose {pose.position} {pose.orientation}"
-    if math.fsum(v * v for v in pose.orientation) < 1e-12:
-        return "its orientation quaternion has zero length"
-    return ""
+def transform_pose(transform: Any) -> Pose:
+    """A geometry_msgs/Transform-like value (``translation``, ``rotation``: the child frame in the parent)
+    as a core :class:`Pose`."""
+    t, q = transform.translation, transform.rotation
+    return Pose(
+        position=(float(t.x), float(t.y), float(t.z)),
+        orientation=(float(q.x), float(q.y), float(q.z), float(q.w)),
+    )
+
+
+def odometry_pose(message: Any) -> Pose:
+    """The pose of a nav_msgs/Odometry-like message (``pose.pose``) as a core :class:`Pose`."""
+    return geometry_pose(message.pose.pose)
+
+
+def pose_stamped_pose(message: Any) -> Pose:
+    """The pose of a geometry_msgs/PoseStamped-like message (``pose``)."""
+    return geometry_pose(message.pose)
+
+
+def pose_with_covariance_pose(message: Any) -> Pose:
+    """The pose of a geometry_msgs/PoseWithCovarianceStamped-like message (``pose.pose``; the covariance is
+    not used)."""
+    return geometry_pose(message.pose.pose)
 
 
 def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: str = "") -> Any:

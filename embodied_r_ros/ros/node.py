@@ -4,7 +4,7 @@ A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names
 ``~`` = /<namespace>/embodied_r):
 
 - in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally odometry
-  (``odometry.topic``, nav_msgs/Odometry);
+  (``pose.topic``, nav_msgs/Odometry);
 - service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
   ``~/question`` (SpatialQuestion, fire and forget: its answer, or why there is none, comes on ``~/answers``
   with the asker's ``query_id``);
@@ -362,7 +362,7 @@ class EmbodiedRNode(LifecycleNode):
             )
             pipeline, owns = load_pipeline(config, self._perceivers), True
         history = RobotHistory(
-            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.odometry.max_gap_s
+            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
         )
         worker: QueryWorker[QueuedQuestion] = QueryWorker(
             self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
@@ -425,12 +425,13 @@ class EmbodiedRNode(LifecycleNode):
                     event_callbacks=events,
                 )
             )
-        if config.odometry.topic:
+        odometry_topic = config.pose.topic if config.pose.active_source == "odometry" else ""
+        if odometry_topic:
             best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
             self._inputs.append(
                 self.create_subscription(
                     Odometry,
-                    config.odometry.topic,
+                    odometry_topic,
                     self._on_odometry,
                     best_effort,
                     callback_group=self._odometry_group,
@@ -444,7 +445,7 @@ class EmbodiedRNode(LifecycleNode):
         self._active = True
         self.get_logger().info(
             f"active: camera {self.resolve_topic_name(self.camera_topic)} ({self.camera_type.__name__}), "
-            f"odometry {self.resolve_topic_name(config.odometry.topic) if config.odometry.topic else 'off'}; "
+            f"odometry {self.resolve_topic_name(odometry_topic) if odometry_topic else 'off'}; "
             f"ask on {self.resolve_service_name('~/ask')}"
         )
         return super().on_activate(state)
@@ -601,7 +602,7 @@ class EmbodiedRNode(LifecycleNode):
             self.stats.drop("bad_odometry")
             self._warn_drop(
                 "bad_odometry",
-                f"dropped an odometry message on {self.params.config.odometry.topic}: {problem}; check the "
+                f"dropped an odometry message on {self.params.config.pose.topic}: {problem}; check the "
                 "odometry source",
             )
             return

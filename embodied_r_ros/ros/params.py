@@ -30,6 +30,9 @@ YAML_NODE_KEY = f"/**/{NODE_NAME}"
 
 # {parameter name: what the node declares for it}, read from the param() metadata of NodeConfig's fields.
 SPECS: dict[str, ParamSpec] = parameter_specs(NodeConfig)
+# Parameters that were renamed: {old name: the one to set instead}. Their section is gone, so ROS would
+# ignore them silently; the node refuses them with the new name.
+RENAMED: dict[str, str] = {"odometry.topic": "pose.topic", "odometry.max_gap_s": "pose.max_gap_s"}
 
 
 def unflatten(values: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +114,7 @@ def unknown_parameters_problem(names: list[str]) -> str | None:
     ignore them silently), with the closest known names; None when there are none."""
     defaults = default_parameters()
     sections = {name.split(".")[0] for name in defaults}
-    ours = sorted(n for n in names if n not in defaults and n.split(".")[0] in sections)
+    ours = sorted(n for n in names if n not in defaults and (n.split(".")[0] in sections or n in RENAMED))
     if not ours:
         return None
     hints = []
@@ -122,10 +125,12 @@ def unknown_parameters_problem(names: list[str]) -> str | None:
 
 
 def _closest(name: str) -> list[str]:
-    """Known parameters like ``name``: where it moved into a section (vlm.device ->
-    vlm.transformers.device), else the closest spellings."""
+    """Known parameters like ``name``: its new name (odometry.topic -> pose.topic), where it moved into a
+    section (vlm.device -> vlm.transformers.device), else the closest spellings."""
     import difflib
 
+    if name in RENAMED:
+        return [RENAMED[name]]
     known = list(default_parameters())
     section, leaf = name.split(".")[0], name.split(".")[-1]
     moved = [k for k in known if k != name and k.startswith(section + ".") and k.endswith("." + leaf)]
