@@ -255,7 +255,7 @@ def test_node_executable_bag_and_questions_end_to_end(tmp_path, tiny_models_dir)
             node.kill()
             output, _ = node.communicate()
     assert node.returncode == 0, output
-    assert "Traceback" not in output and "ready: camera /camera/image_raw" in output
+    assert "Traceback" not in output and "active: camera /camera/image_raw" in output
 
 
 def _node_process(tiny_models_dir: Path, namespace: str, camera: str, **overrides: str) -> subprocess.Popen:
@@ -361,7 +361,7 @@ def test_sigterm_on_an_idle_streaming_node_exits_0(tmp_path, tiny_models_dir):
             while time.monotonic() < deadline and node.poll() is None:
                 line = node.stdout.readline()
                 lines.append(line)
-                if "ready: camera" in line:
+                if "active: camera" in line:
                     break
             time.sleep(2.0)  # frames are streaming in
             code, output, seconds = _stopped(node, signal.SIGTERM, within_s=15)

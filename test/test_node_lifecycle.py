@@ -14,13 +14,14 @@ from embodied_r_ros.srv import AskSpatial
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image
 from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
+from test_pose_source import needs_tf2_msgs, transform
 
 from embodied_r_ros.cli.parts import perceivers
-from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
@@ -260,3 +261,44 @@ def test_autostart_makes_an_active_node_and_cleanup_leaves_a_given_pipeline_open
     finally:
         node.destroy_node()
     assert pipeline.reasoner.backend.model is not None  # the caller's pipeline: theirs to close
+
+
+@needs_tf2_msgs
+def test_a_node_on_tf_gets_its_key_frames_poses_from_the_tree(ros_context, gated_pipeline):
+    """pose.source tf: odom -> base_link on /tf, a static base_link -> camera on /tf_static; the node looks
+    the camera up at each frame's stamp, so the actions between key frames come from the robot's motion."""
+    from tf2_msgs.msg import TFMessage
+
+    pipeline, _, config = gated_pipeline
+    node = EmbodiedRNode(
+        pipeline=pipeline,
+        context=ros_context,
+        namespace="ground_robot",
+        parameter_overrides=node_parameters(
+            config, **{"pose.source": "tf", "camera.qos": "reliable", "camera.qos_depth": 100}
+        ),
+    )
+    harness = Harness(ros_context, node, "ground_robot")
+    latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    static = harness.client.create_publisher(TFMessage, "/tf_static", latched)
+    dynamic = harness.client.create_publisher(TFMessage, "/tf", 100)
+    static.publish(TFMessage(transforms=[transform("base_link", "camera", 0, Pose())]))
+    try:
+        assert wait_for(lambda: dynamic.get_subscription_count() > 0)
+        clip = synthetic_clip(seconds=4.0, fps=5.0, size=(160, 120), start_ns=harness.next_ns)
+        for frame in clip.frames:
+            moved = transform("odom", "base_link", frame.stamp_ns, frame.pose)
+            dynamic.publish(TFMessage(transforms=[moved]))
+            harness.camera.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
+            time.sleep(0.01)
+        # one more transform past the last frame: TF lookups wait for the transforms around a stamp
+        last = clip.frames[-1]
+        dynamic.publish(
+            TFMessage(transforms=[transform("odom", "base_link", last.stamp_ns + NS_PER_S // 10, last.pose)])
+        )
+        assert wait_for(lambda: node.history.poses.received >= len(clip.frames) - 1)
+        reply = harness.ask("Which way did I turn?")
+        assert reply.success, reply.message
+        assert all(d.startswith("After I ") for d in reply.answer.keyframe_descriptions[1:])
+    finally:
+        harness.close()

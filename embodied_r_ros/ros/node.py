@@ -3,8 +3,8 @@
 A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names relative to the node,
 ``~`` = /<namespace>/embodied_r):
 
-- in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally odometry
-  (``pose.topic``, nav_msgs/Odometry);
+- in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally poses (``pose.source``:
+  nav_msgs/Odometry, geometry_msgs/PoseStamped or PoseWithCovarianceStamped on ``pose.topic``, or TF);
 - service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
   ``~/question`` (SpatialQuestion, fire and forget: its answer, or why there is none, comes on ``~/answers``
   with the asker's ``query_id``);
@@ -32,8 +32,9 @@ work without /clock; a silent camera shows as a warning on /diagnostics. Diagnos
 they keep coming under ``use_sim_time`` before /clock does (and say that no clock has come); an answer made
 then is stamped with its newest key frame's stamp.
 
-Poses: the odometry is kept for the history and each key frame of a question gets the pose interpolated
-at its stamp (the camera is assumed rigidly on the body; extrinsics are not applied to the motion).
+Poses: camera poses (:mod:`.pose_source`: the body pose composed with ``pose.camera_offset``, or the TF
+chain ``pose.odom_frame`` -> camera frame at each frame's stamp) are kept in the history, and each key frame
+of a question gets the pose interpolated at its stamp; the motion between key frames comes from them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from nav_msgs.msg import Odometry
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -91,15 +91,9 @@ from ..stamp_guard import CONFIRM_FRAMES
 from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
 from .frame_loss import SequenceGaps
-from .messages import (
-    answer_to_message,
-    failure_message,
-    odometry_pose,
-    pose_problem,
-    rgb_image_message,
-    stamp_to_ns,
-)
+from .messages import answer_to_message, failure_message, rgb_image_message, stamp_to_ns
 from .params import NODE_NAME, NodeParameters
+from .pose_source import PoseProblem, PoseSource, pose_source_problem
 from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryWorker, QueueFullError
 from .questions import Outcome, QueryRequest, QueuedQuestion, RequestTooLargeError, check_size
 
@@ -274,6 +268,7 @@ class EmbodiedRNode(LifecycleNode):
         self.served: Served | None = None  # configured
         self._inputs: list[Any] = []  # active: the subscriptions (camera thread, poses, questions)
         self._camera: SubscriptionThread | None = None
+        self._poses: PoseSource | None = None  # active: camera poses from pose.source
         self._active = False
         self._failure = ""  # why the last configure failed
         self._gaps = SequenceGaps()
@@ -291,7 +286,7 @@ class EmbodiedRNode(LifecycleNode):
             if not self.camera_topic.rstrip("/").endswith("/compressed"):
                 self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
         self._camera_group = MutuallyExclusiveCallbackGroup()
-        self._odometry_group = MutuallyExclusiveCallbackGroup()
+        self._pose_group = MutuallyExclusiveCallbackGroup()
         self._query_group = ReentrantCallbackGroup()
         # /diagnostics in every state and on wall time: under use_sim_time a timer on the node's clock
         # would not fire before /clock comes, exactly when the robot team needs to hear why.
@@ -352,6 +347,9 @@ class EmbodiedRNode(LifecycleNode):
         return super().on_configure(state)
 
     def _serve(self, config: NodeConfig) -> Served:
+        problem = pose_source_problem(config.pose)
+        if problem:
+            raise ConfigError(problem)
         pipeline, owns = self._given_pipeline, False
         if pipeline is None:
             assert self._perceivers is not None
@@ -399,7 +397,8 @@ class EmbodiedRNode(LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Subscribe to the camera, the poses and ``~/question``; answer questions."""
-        config = self.params.config
+        config, served = self.params.config, self.served
+        assert served is not None  # the state machine activates only a configured node
         camera_qos = QoSProfile(
             history=HistoryPolicy.KEEP_LAST,
             depth=config.camera.qos_depth,
@@ -425,18 +424,13 @@ class EmbodiedRNode(LifecycleNode):
                     event_callbacks=events,
                 )
             )
-        odometry_topic = config.pose.topic if config.pose.active_source == "odometry" else ""
-        if odometry_topic:
-            best_effort = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
-            self._inputs.append(
-                self.create_subscription(
-                    Odometry,
-                    odometry_topic,
-                    self._on_odometry,
-                    best_effort,
-                    callback_group=self._odometry_group,
-                )
-            )
+        self._poses = PoseSource(
+            self,
+            config.pose,
+            self._pose_group,
+            on_pose=served.history.add_pose,
+            on_problem=self._on_pose_problem,
+        )
         self._inputs.append(
             self.create_subscription(
                 SpatialQuestion, "~/question", self._on_question, 10, callback_group=self._query_group
@@ -445,7 +439,7 @@ class EmbodiedRNode(LifecycleNode):
         self._active = True
         self.get_logger().info(
             f"active: camera {self.resolve_topic_name(self.camera_topic)} ({self.camera_type.__name__}), "
-            f"odometry {self.resolve_topic_name(odometry_topic) if odometry_topic else 'off'}; "
+            f"poses {self._poses.description}; "
             f"ask on {self.resolve_service_name('~/ask')}"
         )
         return super().on_activate(state)
@@ -478,6 +472,9 @@ class EmbodiedRNode(LifecycleNode):
         if self._camera is not None:
             self._camera.close()
             self._camera = None
+        if self._poses is not None:
+            self._poses.destroy()
+            self._poses = None
         for subscription in self._inputs:
             self.destroy_subscription(subscription)
         self._inputs = []
@@ -543,6 +540,9 @@ class EmbodiedRNode(LifecycleNode):
                     " restart)",
                 )
             return
+        poses = self._poses
+        if poses is not None:
+            poses.frame_seen(stamp, message.header.frame_id)  # tf: the camera's pose at this stamp
         if decision.stored:
             self.stats.frames_stored += 1
         if decision.store_error:
@@ -591,22 +591,10 @@ class EmbodiedRNode(LifecycleNode):
             self._warned[reason] = now
             self.get_logger().warning(text)
 
-    def _on_odometry(self, message: Any) -> None:
-        served = self.served
-        if served is None:
-            return
-        stamp = stamp_to_ns(message.header.stamp)
-        pose = odometry_pose(message)
-        problem = pose_problem(pose)
-        if problem:  # input like a malformed image: dropped and counted, never a failed question later
-            self.stats.drop("bad_odometry")
-            self._warn_drop(
-                "bad_odometry",
-                f"dropped an odometry message on {self.params.config.pose.topic}: {problem}; check the "
-                "odometry source",
-            )
-            return
-        served.history.add_pose(stamp, pose)
+    def _on_pose_problem(self, problem: PoseProblem) -> None:
+        """A pose input that cannot be used: dropped and counted, never a failed question later."""
+        self.stats.drop(problem.kind)
+        self._warn_drop(problem.kind, problem.text)
 
     def clear_history(self) -> tuple[int, int]:
         """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
@@ -615,6 +603,8 @@ class EmbodiedRNode(LifecycleNode):
             return 0, 0
         frames, decisions = served.history.clear()
         served.worker.clear_idle()
+        if self._poses is not None:
+            self._poses.clear()
         return frames, decisions
 
     def _on_reset(self, request: Any, response: Any) -> Any:
@@ -815,6 +805,9 @@ class EmbodiedRNode(LifecycleNode):
         answer = served.pipeline.answer(
             request.question, request.options, keyframes=keyframes, on_progress=job.report
         )
+        # The key frames reasoned over: fewer than the window's when the prompt was fitted to the context.
+        used = set(answer.keyframe_stamps_ns)
+        keyframes = [k for k in keyframes if k.frame.stamp_ns in used] or keyframes
         # Under use_sim_time before /clock comes the node's clock reads 0: stamp with camera time instead.
         stamp = self.get_clock().now().nanoseconds or keyframes[-1].frame.stamp_ns
         message = answer_to_message(answer, job.id, stamp, self._frame_id)
@@ -988,7 +981,7 @@ class EmbodiedRNode(LifecycleNode):
             "camera_callback_max_ms": f"{max_ms:.3f}",
             "keyframes_held": held.keyframes if held else 0,
             "keyframe_candidates_held": held.candidates if held else 0,
-            "odometry_samples_held": held.poses if held else 0,
+            "pose_samples_held": held.poses if held else 0,
             "buffer_memory_mb": f"{held.memory_bytes / 2**20:.2f}" if held else "0.00",
             "process_memory_mb": f"{rss_bytes() / 2**20:.1f}",
             **_gpu_memory(),
