@@ -179,7 +179,7 @@ def test_a_failed_configure_names_the_model_and_the_node_stays_up(ros_context, t
         harness.close()
 
 
-def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline):
+def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline, capfd):
     """Under use_sim_time with no /clock, /diagnostics still comes (wall-time timer) and says so, and answers
     are stamped with camera time; once /clock runs, answers carry its time."""
     pipeline, _, config = gated_pipeline
@@ -203,6 +203,7 @@ def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline):
         level, message, values = harness.last_status()
         assert level == DiagnosticStatus.WARN and "no /clock message has come" in message
         assert values["use_sim_time"] == "true"
+        assert "no /clock message has come" in capfd.readouterr().err  # and in the log
         stamps = harness.feed()
         early = harness.ask()
         assert early.success

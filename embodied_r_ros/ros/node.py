@@ -1002,6 +1002,11 @@ class EmbodiedRNode(LifecycleNode):
         )
 
     def _publish_diagnostics(self) -> None:
+        clock_problem = self._clock_problem()
+        if clock_problem:
+            self._warn_drop(
+                "no_clock", f"{clock_problem}; check that the simulator (or `ros2 bag play --clock`) runs"
+            )
         array = DiagnosticArray(status=[self.diagnostics()])
         array.header.stamp = self.get_clock().now().to_msg()
         self.diagnostics_publisher.publish(array)
