@@ -22,6 +22,7 @@ from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformS
 from nav_msgs.msg import Odometry
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from test_node_ros import wait_for
 
 from embodied_r_ros.config import ConfigError
 from embodied_r_ros.frames import NS_PER_S, Pose
@@ -31,7 +32,6 @@ from embodied_r_ros.ros.params import config_from_parameters
 from embodied_r_ros.ros.pose_source import PoseProblem, PoseSource, pose_source_problem
 from embodied_r_ros.ros.tf_listener import tf_messages_problem
 
-WAIT_S = 30.0
 S = NS_PER_S
 S45 = math.sqrt(0.5)
 S15, C15 = math.sin(math.radians(15)), math.cos(math.radians(15))
@@ -50,15 +50,6 @@ needs_tf2_msgs = pytest.mark.skipif(
     bool(tf_messages_problem()) and not os.environ.get("CI"),
     reason="tf2_msgs is not built: make build (interfaces/tf2_msgs), then source install/setup.bash",
 )
-
-
-def wait_for(predicate, timeout: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 def assert_pose(actual: Pose, expected: Pose, tol: float = 1e-6) -> None:

@@ -1,0 +1,211 @@
+"""Answer latency of the embodied_r node under sim time against wall time, in the same run.
+
+The node runs as its own process (the installed ``embodied_r_node``, tiny models) in an isolated DDS domain,
+twice: with ``use_sim_time`` false, then true. This process publishes a 640x480 rgb8 camera and odometry at
+``--rate`` Hz and, in the sim-time run, ``/clock`` at ``--clock-rate`` Hz (the camera stamped on that clock,
+which runs at real speed), then asks the same question over the last ``--window`` seconds ``--questions``
+times through ``~/ask``. Reports per mode: round-trip latency, the node's perception and reasoning seconds
+(from the answer), and the node's CPU seconds per wall second while idle (camera and clock running, no
+question), which shows work the clock alone causes; then the sim/wall ratio of the median latency.
+
+Run:  python bench/bench_sim_time.py [--questions 5] [--window 8] [--clock-rate 100] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
+    """Start the node, feed it, ask; returns the measurements of one mode."""
+    import rclpy
+    from ament_index_python.packages import get_package_prefix, get_package_share_directory
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.cli.ask import SpatialClient
+    from embodied_r_ros.frames import NS_PER_S
+    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
+
+    executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
+    params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
+    overrides = {
+        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
+        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
+        "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
+        "camera.qos": "reliable", "buffer.history_s": 60.0, "query.window_s": float(args.window),
+        "use_sim_time": sim_time,
+    }  # fmt: skip
+    command = [str(executable), "--ros-args", "--params-file", str(params)]
+    for name, value in overrides.items():
+        command += ["-p", f"{name}:={str(value).lower() if isinstance(value, bool) else value}"]
+    node = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    bench = rclpy.create_node("bench_sim_time")
+    images = bench.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
+    odometry = bench.create_publisher(Odometry, "/odom", QoSProfile(depth=5))
+    clock = bench.create_publisher(Clock, "/clock", QoSProfile(depth=1))
+    executor = SingleThreadedExecutor()
+    executor.add_node(bench)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    client = SpatialClient("/embodied_r")
+    client.wait_for_node(120)
+    while not (images.get_subscription_count() and odometry.get_subscription_count()):
+        time.sleep(0.05)
+
+    width, height = (int(v) for v in args.size.split("x"))
+    clip = synthetic_clip(seconds=3.0, fps=args.rate, size=(width, height))
+    messages = [rgb_image_message(f.image, 0, "camera") for f in clip.frames]
+    stop = threading.Event()
+    # Sim time runs at real speed from an epoch far from wall time, so that a wrong clock shows.
+    epoch_ns = 1_000_000 * NS_PER_S if sim_time else time.time_ns()
+    start = time.monotonic()
+
+    def now_ns() -> int:
+        return epoch_ns + round((time.monotonic() - start) * NS_PER_S)
+
+    def camera() -> None:
+        i = 0
+        while not stop.is_set():
+            delay = start + i / args.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            stamp = now_ns()
+            frame = clip.frames[i % len(clip.frames)]
+            message = Odometry()
+            message.header.stamp = ns_to_time(stamp)
+            p, q = message.pose.pose.position, message.pose.pose.orientation
+            p.x, p.y, p.z = frame.pose.position
+            q.x, q.y, q.z, q.w = frame.pose.orientation
+            odometry.publish(message)
+            image = messages[i % len(messages)]
+            image.header.stamp = ns_to_time(stamp)
+            images.publish(image)
+            i += 1
+
+    def clock_ticks() -> None:
+        i = 0
+        while not stop.is_set():
+            delay = start + i / args.clock_rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            clock.publish(Clock(clock=ns_to_time(now_ns())))
+            i += 1
+
+    threads = [threading.Thread(target=camera, daemon=True)]
+    if sim_time:
+        threads.append(threading.Thread(target=clock_ticks, daemon=True))
+    for thread in threads:
+        thread.start()
+    time.sleep(args.window + 2.0)  # a full window of frames
+    idle_cpu0, idle_t0 = cpu_seconds(node.pid), time.monotonic()
+    time.sleep(args.idle_seconds)
+    idle_cpu = (cpu_seconds(node.pid) - idle_cpu0) / (time.monotonic() - idle_t0)
+    latencies, perception, reasoning, failures = [], [], [], []
+    for _ in range(args.questions):
+        result = client.ask(*QUESTION, window_s=float(args.window), timeout_s=120.0)
+        if result.success:
+            latencies.append(result.round_trip_s)
+            perception.append(result.answer.perception_seconds)
+            reasoning.append(result.answer.reasoning_seconds)
+        else:
+            failures.append(result.message)
+        time.sleep(1.0)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=5)
+    node.send_signal(signal.SIGINT)
+    try:
+        _, node_err = node.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        _, node_err = node.communicate()
+    client.close()
+    executor.shutdown(timeout_sec=2.0)
+    bench.destroy_node()
+
+    def median(values: list[float]) -> float | None:
+        return round(statistics.median(values), 3) if values else None
+
+    return {
+        "latency_s": [round(v, 3) for v in latencies],
+        "latency_median_s": median(latencies),
+        "perception_median_s": median(perception),
+        "reasoning_median_s": median(reasoning),
+        "idle_node_cpu_s_per_s": round(idle_cpu, 3),
+        "failures": failures,
+        "node_tracebacks": node_err.count("Traceback"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--questions", type=int, default=5)
+    parser.add_argument("--window", type=float, default=8.0, help="seconds of history each question covers")
+    parser.add_argument("--rate", type=float, default=30.0, help="camera and odometry rate, Hz")
+    parser.add_argument("--clock-rate", type=float, default=100.0, help="/clock rate under sim time, Hz")
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="CPU sampled with no question")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
+    parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    import rclpy
+
+    from embodied_r_ros.testing.tiny_models import ensure_tiny_models
+
+    models = ensure_tiny_models(args.models_dir)
+    rclpy.init()
+    try:
+        wall = run_mode(args, False, models)
+        sim = run_mode(args, True, models)
+    finally:
+        rclpy.shutdown()
+    ratio = None
+    if wall["latency_median_s"] and sim["latency_median_s"]:
+        ratio = round(sim["latency_median_s"] / wall["latency_median_s"], 2)
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "setup": f"camera {args.size} rgb8 + odometry at {args.rate:g} Hz, /clock at {args.clock_rate:g} Hz "
+        f"(sim), {args.questions} questions over {args.window:g} s, tiny models ({args.max_new_tokens} new "
+        "tokens)",
+        "wall_time": wall,
+        "sim_time": sim,
+        "sim_over_wall_median_latency": ratio,
+    }
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
