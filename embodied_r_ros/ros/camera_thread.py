@@ -8,10 +8,11 @@ cost per frame (14.5 ms of CPU against 3.5 ms for a plain subscriber, bench/benc
 while the executor was busy elsewhere best-effort frames were overwritten in the DDS queue. Here the
 camera waits on a wait set that holds only it, in its own thread, as a plain subscriber does.
 
-The subscription still belongs to the node (``ros2 node info`` lists it, remappings and the namespace
-apply, a QoS mismatch is reported by the node): it sits in a callback group that no executor takes
-messages for (:class:`OwnThreadGroup`), while its QoS event handlers (incompatible QoS, ...) run on the
-node's executor as usual. The thread uses the same wait-set calls as rclpy's executors
+The node's /clock subscription under sim time is taken the same way (100 Hz of wake-ups of the executor
+doubled the idle node's CPU). The subscription still belongs to the node (``ros2 node info`` lists it,
+remappings and the namespace apply, a QoS mismatch is reported by the node): it sits in a callback group
+that no executor takes messages for (:class:`OwnThreadGroup`), while its QoS event handlers (incompatible
+QoS, ...) run on the node's executor as usual. The thread uses the same wait-set calls as rclpy's executors
 (``rclpy._rclpy_pybind11``: WaitSet, GuardCondition, ``take_message``), stable from Humble to Kilted.
 """
 
@@ -49,7 +50,8 @@ class OwnThreadGroup(CallbackGroup):
 class SubscriptionThread:
     """``callback(message, info)`` for ``topic`` on ``node``, served by a thread of its own.
 
-    ``event_callbacks``: the subscription's QoS event callbacks (they run on the node's executor).
+    ``event_callbacks``: the subscription's QoS event callbacks (they run on the node's executor);
+    ``name``: the thread's, after the node's ("embodied_r_camera").
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class SubscriptionThread:
         callback: Callable[[Any, Any], None],
         qos: QoSProfile,
         event_callbacks: SubscriptionEventCallbacks | None = None,
+        name: str = "camera",
     ) -> None:
         self._node = node
         self._callback = callback
@@ -73,7 +76,7 @@ class SubscriptionThread:
             event_callbacks=event_callbacks,
         )
         self._wake = _rclpy.GuardCondition(node.context.handle)
-        self._thread = threading.Thread(target=self._spin, name=f"{node.get_name()}_camera", daemon=True)
+        self._thread = threading.Thread(target=self._spin, name=f"{node.get_name()}_{name}", daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:

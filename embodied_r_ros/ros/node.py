@@ -59,7 +59,8 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.clock import Clock, ClockType
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rclpy.event_handler import QoSRequestedIncompatibleQoSInfo, SubscriptionEventCallbacks
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -71,6 +72,7 @@ from rclpy.qos import (
     qos_policy_name_from_kind,
 )
 from rclpy.signals import SignalHandlerOptions
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CompressedImage, Image
 from std_srvs.srv import Trigger
 
@@ -288,6 +290,7 @@ class EmbodiedRNode(LifecycleNode):
         self._camera_group = MutuallyExclusiveCallbackGroup()
         self._pose_group = MutuallyExclusiveCallbackGroup()
         self._query_group = ReentrantCallbackGroup()
+        self._clock_thread: SubscriptionThread | None = self._take_clock_on_own_thread()
         # /diagnostics in every state and on wall time: under use_sim_time a timer on the node's clock
         # would not fire before /clock comes, exactly when the robot team needs to hear why.
         self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -295,7 +298,7 @@ class EmbodiedRNode(LifecycleNode):
             config.diagnostics_period_s,
             self._publish_diagnostics,
             callback_group=MutuallyExclusiveCallbackGroup(),
-            clock=Clock(clock_type=ClockType.STEADY_TIME),
+            clock=RosClock(clock_type=ClockType.STEADY_TIME),
         )
         if config.autostart:
             try:
@@ -303,6 +306,34 @@ class EmbodiedRNode(LifecycleNode):
             except Exception:
                 self.destroy_node()
                 raise
+
+    def _take_clock_on_own_thread(self) -> SubscriptionThread | None:
+        """Under use_sim_time, /clock taken by a thread of its own; None without sim time.
+
+        rclpy's TimeSource subscribes /clock in the node's default callback group, so at a simulator's
+        100 Hz it woke the multi-threaded executor 100 times a second, each wake a rebuild of the wait set
+        of every service and timer in Python: the idle node's CPU doubled and answers took 1.8x as long as
+        under wall time (bench/bench_sim_time.py). The same callback (TimeSource.clock_callback) on a
+        subscription with a wait set of its own costs a message's take. rclpy has no public way to choose
+        the TimeSource's callback group, hence its private ``_time_source``/``_clock_sub``; if they change,
+        the node keeps rclpy's own subscription (correct, only slower).
+        """
+        source = getattr(self, "_time_source", None)
+        subscription = getattr(source, "_clock_sub", None)
+        if subscription is None or not hasattr(source, "clock_callback"):
+            return None
+        qos, topic = subscription.qos_profile, subscription.topic_name
+        self.destroy_subscription(subscription)
+        thread = SubscriptionThread(
+            self,
+            Clock,
+            topic,
+            lambda message, _info: source.clock_callback(message),
+            qos,
+            name="clock",
+        )
+        source._clock_sub = thread.subscription  # TimeSource destroys it if use_sim_time is turned off
+        return thread
 
     # ---------------------------------------------------------------------------------- lifecycle
 
@@ -1018,6 +1049,8 @@ class EmbodiedRNode(LifecycleNode):
         if getattr(self, "params", None) is not None:
             self._stop_inputs()
             self._release()
+        if getattr(self, "_clock_thread", None) is not None:
+            self._clock_thread.close()
         super().destroy_node()
 
 
