@@ -5,7 +5,9 @@ parameters file plus overrides) in an isolated DDS domain; this process publishe
 odometry at the camera rate, asks through ``~/ask`` (alternating a multiple-choice and an open question),
 samples the node's resident memory (/proc/PID/status) every 5 s and reads its /diagnostics. Reports: node
 memory after warm-up (flat = max/min within 5 %), questions asked / answered / failed (goal: none failed),
-latency percentiles, frames published / received / dropped by the node.
+latency percentiles, frames published / received / dropped by the node, and received by a plain rclpy
+subscriber (its own process, the same QoS: what the middleware delivers on this machine in the same run),
+the camera callback's longest run and the longest garbage-collector pause in the node.
 
 The node keeps ``--history-s`` of history (default 60 s, so that its buffers reach their steady size
 during the warm-up; the default node keeps 600 s and reaches it after 10 minutes).
@@ -23,6 +25,7 @@ import random
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -89,6 +92,12 @@ def main() -> None:
     for name, value in overrides.items():
         command += ["-p", f"{name}:={value}"]
     node = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ingest = Path(__file__).with_name("bench_node_ingest.py")
+    plain = subprocess.Popen(
+        [sys.executable, str(ingest), "--role", "plain", "--qos", "reliable"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
     rclpy.init()
     bench = rclpy.create_node("bench_soak")
@@ -176,6 +185,8 @@ def main() -> None:
     except subprocess.TimeoutExpired:
         node.kill()
         _, node_err = node.communicate()
+    plain_out, _ = plain.communicate(timeout=120)  # it stops 3 s after the last frame
+    plain_received = json.loads(plain_out.strip().splitlines()[-1])["received"]
     client.close()
     executor.shutdown(timeout_sec=2.0)
     bench.destroy_node()
@@ -190,6 +201,12 @@ def main() -> None:
         "frames_published": published[0],
         "camera_rate_achieved_hz": round(published[0] / elapsed, 2),
         "frames_received_by_node": int(final.get("frames_received", 0)),
+        "frames_received_by_plain_subscriber": plain_received,
+        "node_over_published_percent": round(100 * int(final.get("frames_received", 0)) / published[0], 2),
+        "plain_over_published_percent": round(100 * plain_received / published[0], 2),
+        "frames_lost_in_transport_per_node": int(final.get("frames_lost", 0)),
+        "node_camera_callback_max_ms": float(final.get("camera_callback_max_ms", "nan")),
+        "node_gc_pause_max_ms": float(final.get("gc_pause_max_ms", "nan")),
         "frames_dropped_by_node": int(final.get("frames_dropped", 0)),
         "node_camera_callback_mean_ms": float(final.get("camera_callback_mean_ms", "nan")),
         "questions_asked": asked,

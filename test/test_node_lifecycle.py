@@ -3,6 +3,7 @@ services, sim time without and with /clock, and a camera whose QoS the subscript
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from pathlib import Path
@@ -132,6 +133,9 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
         assert harness.transition("configure") and harness.state() == "inactive"
         backends = [node.pipeline.perceiver.backend, node.pipeline.reasoner.backend]
         assert all(b.model is not None for b in backends)
+        # What the models brought in is frozen: full collections (camera stalls) skip it.
+        assert gc.get_freeze_count() > 100_000
+        assert float(harness.last_status()[2]["gc_pause_max_ms"]) >= 0.0
         inactive = harness.ask()
         assert not inactive.success and "inactive" in inactive.message and "activate" in inactive.message
         assert harness.camera.get_subscription_count() == 0  # not taking frames yet
@@ -149,6 +153,7 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
 
         assert harness.transition("cleanup") and harness.state() == "unconfigured"
         assert node.pipeline is None and all(b.model is None for b in backends)  # the models are freed
+        assert gc.get_freeze_count() == 0  # and may be collected
         assert wait_for(lambda: not harness.ask_client.service_is_ready())
 
         assert harness.transition("configure") and harness.transition("activate")

@@ -141,6 +141,8 @@ class NodeStats:
     frames_stored: int = 0
     frames_lost: int = 0  # published but never received (gaps in the publisher's sequence numbers)
     frames_before_first: int = 0  # published before the first frame that arrived (before matching)
+    gc_pause_s_max: float = 0.0  # the longest garbage collection (it stops every Python thread)
+    gc_started: float | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     ingest_s_total: float = 0.0
     ingest_count: int = 0
@@ -157,6 +159,14 @@ class NodeStats:
     def drop(self, reason: str) -> None:
         with self.lock:
             self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def gc_callback(self, phase: str, info: dict[str, Any]) -> None:
+        """A ``gc.callbacks`` entry: the longest pause of the garbage collector (it holds every thread)."""
+        if phase == "start":
+            self.gc_started = time.perf_counter()
+        elif self.gc_started is not None:
+            self.gc_pause_s_max = max(self.gc_pause_s_max, time.perf_counter() - self.gc_started)
+            self.gc_started = None
 
     def ingested(self, seconds: float) -> None:
         with self.lock:
@@ -267,6 +277,7 @@ class EmbodiedRNode(LifecycleNode):
         config = self.params.config
         self._perceivers, self._given_pipeline, self._camera_thread = perceivers, pipeline, camera_thread
         self.stats = NodeStats()
+        gc.callbacks.append(self.stats.gc_callback)
         self.served: Served | None = None  # configured
         self._inputs: list[Any] = []  # active: the subscriptions (camera thread, poses, questions)
         self._camera: SubscriptionThread | None = None
@@ -371,6 +382,12 @@ class EmbodiedRNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {self._failure}")
             return TransitionCallbackReturn.FAILURE
         self._failure = ""
+        # What the models brought in (torch, transformers, their modules and parameters: 390 000 objects
+        # with the tiny models) is never garbage, but every full collection walked it: 250-360 ms with the
+        # GIL held on 2 cores, long enough to overflow the camera's queue in a long run. Frozen, a full
+        # collection walks only what came later (the history's frames). cleanup unfreezes.
+        gc.collect()
+        gc.freeze()
         self.get_logger().info(
             f"configured: {self.served.pipeline.perception}, LM {self.params.config.lm.model!r}; "
             f"{'activate to take frames and questions' if not self.params.config.autostart else 'activating'}"
@@ -527,6 +544,7 @@ class EmbodiedRNode(LifecycleNode):
         if served.owns_pipeline:
             served.pipeline.close()
         del served
+        gc.unfreeze()  # the models' objects may go now
         gc.collect()
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
@@ -1010,6 +1028,7 @@ class EmbodiedRNode(LifecycleNode):
             "camera_qos_incompatible_publishers": qos_count,
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
             "camera_callback_max_ms": f"{max_ms:.3f}",
+            "gc_pause_max_ms": f"{1e3 * stats.gc_pause_s_max:.3f}",
             "keyframes_held": held.keyframes if held else 0,
             "keyframe_candidates_held": held.candidates if held else 0,
             "pose_samples_held": held.poses if held else 0,
@@ -1051,6 +1070,8 @@ class EmbodiedRNode(LifecycleNode):
             self._release()
         if getattr(self, "_clock_thread", None) is not None:
             self._clock_thread.close()
+        if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
+            gc.callbacks.remove(self.stats.gc_callback)
         super().destroy_node()
 
 
