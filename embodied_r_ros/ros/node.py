@@ -388,6 +388,8 @@ class EmbodiedRNode(LifecycleNode):
         # collection walks only what came later (the history's frames). cleanup unfreezes.
         gc.collect()
         gc.freeze()
+        with self.stats.lock:
+            self.stats.gc_pause_s_max = 0.0  # that collection was ours, before any frame; count from here
         self.get_logger().info(
             f"configured: {self.served.pipeline.perception}, LM {self.params.config.lm.model!r}; "
             f"{'activate to take frames and questions' if not self.params.config.autostart else 'activating'}"
