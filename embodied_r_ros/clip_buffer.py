@@ -202,15 +202,32 @@ class ClipBuffer:
             entry = self._entries[-1] if self._entries else None
         return None if entry is None else self._decode(entry)
 
+    def payload(self, stamp_ns: int) -> np.ndarray | None:
+        """The stored bytes of the frame stamped exactly ``stamp_ns`` (None when not held): the 1-D JPEG
+        bytes, or the read-only HxWx3 RGB pixels when stored raw; never changed once stored, so it may be
+        kept (the durable memory writes it as it is)."""
+        stamp_ns = int(stamp_ns)
+        with self._lock:
+            at = bisect.bisect_left(self._stamps, stamp_ns)
+            if at < len(self._stamps) and self._stamps[at] == stamp_ns:
+                return self._entries[at].payload
+        return None
+
     @staticmethod
     def _decode(entry: _Entry) -> Frame:
-        payload = entry.payload
-        if payload.ndim == 3:
-            return Frame(payload, entry.stamp_ns, entry.pose)
-        if _IMREAD_RGB is not None:
-            image = cv2.imdecode(payload, _IMREAD_RGB)
-        else:
-            image = cv2.cvtColor(cv2.imdecode(payload, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-        if image is None:
-            raise ClipBufferError(f"stored JPEG of the frame at {entry.stamp_ns} ns could not be decoded")
-        return Frame(image, entry.stamp_ns, entry.pose)
+        return Frame(decode_payload(entry.payload, entry.stamp_ns), entry.stamp_ns, entry.pose)
+
+
+def decode_payload(payload: np.ndarray, stamp_ns: int) -> np.ndarray:
+    """The RGB pixels of a stored payload (:meth:`ClipBuffer.payload`): raw pixels as they are (read-only,
+    no copy), JPEG bytes decoded. Raises :class:`ClipBufferError` for bytes that are not a JPEG."""
+    if payload.ndim == 3:
+        return payload
+    if _IMREAD_RGB is not None:
+        image = cv2.imdecode(payload, _IMREAD_RGB)
+    else:
+        image = cv2.imdecode(payload, cv2.IMREAD_COLOR)
+        image = None if image is None else cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if image is None:
+        raise ClipBufferError(f"stored JPEG of the frame at {stamp_ns} ns could not be decoded")
+    return image

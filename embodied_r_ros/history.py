@@ -9,6 +9,11 @@ other: the :class:`~embodied_r_ros.keyframes.StreamingKeyFrameSelector` (which f
 :class:`~embodied_r_ros.stamp_guard.StampGuard` (a bag that loops clears the history) and the stamps of
 the oldest and newest frame since the start or the last :meth:`RobotHistory.clear`.
 
+With a durable memory (:class:`~embodied_r_ros.memory_store.MemoryStore`), every candidate the buffer
+stores goes there too, with its decision, and so do the poses; a window that reaches before what RAM holds
+(``buffer.history_s``, a reset that kept the memory, a restart) is answered from the memory (see
+:meth:`RobotHistory.keyframes`). ``clear`` forgets RAM only: clearing the memory is the caller's choice.
+
 Threads: one camera thread calls ``add_frame``, one odometry thread ``add_pose``; ``keyframes`` and
 ``clear`` may come from others. ``keyframes`` and ``clear`` hold the history's lock; ``add_frame`` does
 not, so the camera never waits for a question (the selector and the buffer lock themselves).
@@ -25,12 +30,14 @@ from dataclasses import dataclass
 from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import BufferConfig, KeyFrameConfig
 from .frames import NS_PER_S, Frame, Pose
-from .keyframes import KeyFrame, StreamingKeyFrameSelector
+from .keyframes import KeyFrame, StreamingKeyFrameSelector, _assemble, _Decision
+from .memory_store import MemoryStore, MemoryStoreError
 from .pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard
 from .windows import Window
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
+MEMORY_FLUSH_S = 2.0  # a question over the memory waits this long for the rows still queued
 
 
 class EmptyHistoryError(LookupError):
@@ -75,8 +82,23 @@ class WindowKeyFrames:
     keyframes: list[KeyFrame]
 
 
+class DecisionReportingSelector(StreamingKeyFrameSelector):
+    """The streaming selector, telling also what it decided about the last candidate: the durable memory
+    stores every decision, the overlap of the candidates it did not keep too (the prompt fitting drops
+    the most overlapping key frames first, so a window answered from the memory needs them)."""
+
+    def last_decision(self) -> _Decision | None:
+        """The decision about the newest candidate (None before the first and after a reset)."""
+        with self._state_lock:
+            return self._decisions[-1] if self._decisions else None
+
+
 class RobotHistory:
-    """Frames, key-frame decisions and poses of one camera stream (see the module docstring)."""
+    """Frames, key-frame decisions and poses of one camera stream (see the module docstring).
+
+    ``memory``: the durable memory the candidates and poses also go to (None: RAM only); its owner opens,
+    clears and closes it.
+    """
 
     def __init__(
         self,
@@ -85,17 +107,21 @@ class RobotHistory:
         jump_back_reset_s: float = 0.0,
         odometry_max_gap_s: float = 0.5,
         pose_capacity: int = POSE_CAPACITY,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.history_s = buffer.history_s
+        self.keyframe_config = keyframes
         self.buffer = ClipBuffer(buffer)
-        self.selector = StreamingKeyFrameSelector(
+        self.selector = DecisionReportingSelector(
             keyframes,
             history_s=buffer.history_s,
             frame_source=functools.partial(self.buffer.get, tolerance_ns=0),
         )
         self.poses = PoseHistory(pose_capacity, odometry_max_gap_s)
+        self.memory = memory
         self._stamp_guard = StampGuard(jump_back_reset_s)
         self._kept_stamps: deque[int] = deque()
+        self._latest: Frame | None = None  # the newest frame taken (the always-kept last of a window)
         self._newest_ns: int | None = None
         self._oldest_ns: int | None = None  # the first frame since the start or the last clear
         self._newest_pose_ns: int | None = None
@@ -108,8 +134,9 @@ class RobotHistory:
 
     # ---------------------------------------------------------------------------------------- inputs
 
-    def add_frame(self, frame: Frame) -> FrameDecision:
-        """Take one camera frame: judge its stamp, let the selector decide, store a candidate."""
+    def add_frame(self, frame: Frame, frame_id: str = "") -> FrameDecision:
+        """Take one camera frame: judge its stamp, let the selector decide, store a candidate (in the
+        memory too, with its decision and the camera's ``frame_id``; that only queues it)."""
         stamp, newest = frame.stamp_ns, self._newest_ns
         jump_s = 0.0 if newest is None else (stamp - newest) / NS_PER_S
         verdict = self._stamp_guard.check(stamp, newest)
@@ -129,6 +156,9 @@ class RobotHistory:
                 stored = True
             except ClipBufferError as exc:
                 store_error = str(exc)
+            if stored and self.memory is not None:
+                self._remember(stamp, frame_id)
+        self._latest = frame
         self._newest_ns = stamp
         if self._oldest_ns is None:
             self._oldest_ns = stamp
@@ -154,7 +184,19 @@ class RobotHistory:
         added = self.poses.add(stamp_ns, pose)
         if newest is None or stamp_ns > newest:
             self._newest_pose_ns = stamp_ns
+        if added and self.memory is not None:
+            self.memory.add_pose(stamp_ns, pose)
         return added
+
+    def _remember(self, stamp_ns: int, frame_id: str) -> None:
+        """Queue the candidate just stored, as the buffer stores it, with its decision, for the memory."""
+        decision = self.selector.last_decision()
+        payload = self.buffer.payload(stamp_ns)
+        if self.memory is None or decision is None or decision.stamp_ns != stamp_ns or payload is None:
+            return
+        self.memory.add_candidate(
+            stamp_ns, decision.kept, decision.overlap, decision.reason, payload, frame_id
+        )
 
     def clear(self) -> tuple[int, int]:
         """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
@@ -164,6 +206,7 @@ class RobotHistory:
             self.buffer.clear()
             self.poses.clear()
             self._kept_stamps.clear()
+            self._latest = None
             self._newest_ns = None
             self._oldest_ns = None
             self._newest_pose_ns = None
@@ -176,9 +219,24 @@ class RobotHistory:
         """The key frames of ``window`` (``default_s`` seconds back from the newest frame when it gives
         no length), as stored (downscaled, JPEG) and with the pose at each stamp where odometry has one.
 
-        Raises :class:`EmptyHistoryError` before the first frame, and
+        A window inside what RAM holds is answered from RAM (the selector's
+        :meth:`~embodied_r_ros.keyframes.StreamingKeyFrameSelector.keyframes_in_window`). One that starts
+        before it, when the memory holds older frames of the same timeline, is answered from the memory by
+        the same rule (:meth:`_keyframes_from_memory`); so is an interval asked about before the first
+        frame since a restart.
+
+        Raises :class:`EmptyHistoryError` before the first frame (unless the memory answers), and
         :class:`~embodied_r_ros.windows.WindowError` for a window outside the history; the list is empty
         when the window holds no frame."""
+        memory = self.memory
+        if memory is not None and memory.enabled and self._reaches_before_ram(window, default_s):
+            memory.flush(MEMORY_FLUSH_S)  # the newest candidates and poses, still queued, belong to it
+            try:
+                found = self._keyframes_from_memory(window, default_s, memory)
+            except MemoryStoreError:
+                found = None  # closed or unreadable meanwhile: RAM answers what it can
+            if found is not None:
+                return found
         with self._lock:
             newest, oldest = self._newest_ns, self._oldest_ns
             if newest is None or oldest is None:
@@ -189,6 +247,71 @@ class RobotHistory:
             if keyframes and keyframes[-1].frame.stamp_ns == newest:
                 keyframes[-1] = self._stored(keyframes[-1])
         return WindowKeyFrames(start, end, newest, [self._with_pose(k) for k in keyframes])
+
+    def _ram_span(self) -> tuple[int, int] | None:
+        """(oldest, newest) stamps RAM answers for (None before the first frame); caller holds the lock."""
+        newest, oldest = self._newest_ns, self._oldest_ns
+        if newest is None or oldest is None:
+            return None
+        return max(oldest, newest - round(self.history_s * NS_PER_S)), newest
+
+    def _reaches_before_ram(self, window: Window, default_s: float) -> bool:
+        """Whether ``window`` starts before what RAM holds (an interval, when RAM holds nothing)."""
+        window.check()
+        with self._lock:
+            ram = self._ram_span()
+        if ram is None:
+            return window.absolute
+        return window.bounds(default_s, ram[1])[0] < ram[0]
+
+    def _keyframes_from_memory(
+        self, window: Window, default_s: float, memory: MemoryStore
+    ) -> WindowKeyFrames | None:
+        """The key frames of ``window`` from the memory; None when it holds nothing older than RAM.
+
+        The rule is the selector's, on the stored decisions: the window's candidates (every candidate is
+        stored with its decision, judged as it arrived against the stream's last kept frame), the first
+        and the last of them always (the newest frame too when the window reaches it, from RAM), then the
+        paper's clamp to [``keyframes.min_keyframes``, ``keyframes.max_keyframes``]: fewer kept frames than
+        the minimum are topped up with evenly spaced candidates of the window, more than the maximum are
+        thinned to evenly spaced ones among the kept, the first and the last included
+        (:func:`~embodied_r_ros.keyframes.clamp_indices`). So the chosen frames spread over the whole
+        window however long it is, and a window gets the same key frames from the memory as from RAM."""
+        config = self.keyframe_config
+        with self._lock:
+            span, ram = memory.span(), self._ram_span()
+            if span is None or (ram is not None and span[0] >= ram[0]):
+                return None
+            newest = span[1] if ram is None else ram[1]
+            budget_mb = memory.budget_bytes / 2**20
+            start, end = window.resolve(
+                default_s,
+                span[0],
+                newest,
+                self.history_s,
+                held=f"its memory holds the stream since its stamps last jumped back, within memory."
+                f"disk_budget_mb = {budget_mb:g} MB, and a reset clears it unless memory.keep_on_reset",
+                fix="raise memory.disk_budget_mb",
+            )
+            records = [
+                _Decision(c.stamp_ns, c.kept, c.overlap, c.reason, None)
+                for c in memory.candidates(start, end)
+            ]
+            latest = self._latest
+            if latest is not None and start <= latest.stamp_ns <= end:
+                if not records or records[-1].stamp_ns < latest.stamp_ns:
+                    records.append(_Decision(latest.stamp_ns, False, None, "", latest))
+            keyframes = []
+            for i, overlap, reason in _assemble(records, config.min_keyframes, config.max_keyframes):
+                record = records[i]
+                if record.frame is not None:  # the newest frame, not a candidate: as the buffer stores it
+                    keyframes.append(self._stored(KeyFrame(record.frame, i, overlap, reason)))
+                    continue
+                stored = memory.frame(record.stamp_ns)
+                if stored is not None:
+                    keyframes.append(KeyFrame(Frame(stored.image, record.stamp_ns), i, overlap, reason))
+        with_poses = [self._with_pose(k, memory) for k in keyframes]
+        return WindowKeyFrames(start, end, newest, with_poses)
 
     def stored_frame(self, stamp_ns: int) -> Frame | None:
         """The stored copy of the frame stamped exactly ``stamp_ns`` (the pixels a question will send)."""
@@ -216,8 +339,11 @@ class RobotHistory:
             stored = self.stored_frame(keyframe.frame.stamp_ns)
         return keyframe if stored is None else dataclasses.replace(keyframe, frame=stored)
 
-    def _with_pose(self, keyframe: KeyFrame) -> KeyFrame:
+    def _with_pose(self, keyframe: KeyFrame, memory: MemoryStore | None = None) -> KeyFrame:
+        """The key frame with the pose at its stamp: from RAM, else (given ``memory``) from the memory."""
         pose = self.poses.pose_at(keyframe.frame.stamp_ns)
+        if pose is None and memory is not None:
+            pose = memory.pose_at(keyframe.frame.stamp_ns, self.poses.max_gap_ns / NS_PER_S)
         if pose is None:
             return keyframe
         return dataclasses.replace(keyframe, frame=dataclasses.replace(keyframe.frame, pose=pose))

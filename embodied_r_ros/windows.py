@@ -59,15 +59,29 @@ class Window:
                 "swap them"
             )
 
-    def resolve(self, default_s: float, oldest_ns: int, newest_ns: int, history_s: float) -> tuple[int, int]:
-        """The window as [start, end] camera stamps, given the history held ([oldest, newest]).
-
-        Raises :class:`WindowError` when an absolute interval lies outside that history.
-        """
-        self.check()
+    def bounds(self, default_s: float, newest_ns: int) -> tuple[int, int]:
+        """The window as [start, end] camera stamps, unchecked (see :meth:`resolve`)."""
         length_ns = round((self.seconds or default_s) * NS_PER_S)
         end = self.end_ns or newest_ns
-        start = self.start_ns or end - length_ns
+        return self.start_ns or end - length_ns, end
+
+    def resolve(
+        self,
+        default_s: float,
+        oldest_ns: int,
+        newest_ns: int,
+        history_s: float,
+        *,
+        held: str = "",
+        fix: str = "",
+    ) -> tuple[int, int]:
+        """The window as [start, end] camera stamps, given the history held ([oldest, newest]).
+
+        Raises :class:`WindowError` when an absolute interval lies outside that history; ``held`` says
+        what bounds the history and ``fix`` how to reach further back (default: ``buffer.history_s``).
+        """
+        self.check()
+        start, end = self.bounds(default_s, newest_ns)
         if not self.absolute:
             return start, end
         if start > newest_ns + TOLERANCE_NS or end > newest_ns + TOLERANCE_NS:
@@ -76,11 +90,11 @@ class Window:
                 f"newest camera frame is at {format_stamp(newest_ns)}; ask again later or end it earlier"
             )
         if start < oldest_ns - TOLERANCE_NS:
+            held = held or f"it keeps buffer.history_s = {history_s:g} s and forgets everything at a reset"
             raise WindowError(
                 f"the interval {format_stamp(start)} - {format_stamp(end)} starts before the oldest frame "
-                f"the node still holds ({format_stamp(oldest_ns)}; it keeps buffer.history_s = "
-                f"{history_s:g} s and forgets everything at a reset); ask about a later interval or raise "
-                "buffer.history_s"
+                f"the node still holds ({format_stamp(oldest_ns)}; {held}); ask about a later interval or "
+                f"{fix or 'raise buffer.history_s'}"
             )
         return start, end
 
