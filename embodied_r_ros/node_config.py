@@ -226,6 +226,39 @@ class QueryConfig:
 
 
 @dataclass
+class MemoryConfig:
+    """The durable memory (:mod:`embodied_r_ros.memory_store`): the mission's candidate frames, key-frame
+    decisions, poses and descriptions in one SQLite file, so that questions reach back past
+    ``buffer.history_s`` and across restarts. On by default: a robot that forgets its mission at a crash or
+    a restart surprises its team, while the cost is bounded disk, not RAM; a path that cannot be written
+    only turns it off (the node answers from RAM and says why on /diagnostics)."""
+
+    enabled: bool = param(
+        True,
+        "keep a durable memory of the mission on disk (questions about any past time, across restarts); "
+        "false: RAM only (buffer.history_s)",
+    )
+    path: str = param(
+        "",
+        "the memory's SQLite file; empty = $ROS_HOME/embodied_r/<node's fully qualified name, dots for "
+        "slashes>.sqlite (ROS_HOME defaults to ~/.ros), one file per node; a relative path resolves there "
+        "too",
+    )
+    disk_budget_mb: float = param(
+        2048.0,
+        "disk the memory may use, MB; over it the oldest frames are deleted (with their poses and "
+        "descriptions), in chunks down to 90 %",
+        bounds=(1.0, 1e7),
+    )
+    keep_on_reset: bool = param(
+        False, "~/reset keeps the memory (clears RAM only); false: ~/reset clears RAM and the memory"
+    )
+
+    def __post_init__(self) -> None:
+        check_param(self, "disk_budget_mb", "memory.")
+
+
+@dataclass
 class NodeConfig:
     """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
 
@@ -252,6 +285,7 @@ class NodeConfig:
     )
     keyframes: KeyFrameConfig = section(KeyFrameConfig)
     buffer: BufferConfig = section(BufferConfig)
+    memory: MemoryConfig = section(MemoryConfig)
     autostart: bool = param(
         True,
         "configure and activate the node at start (load the models, take frames, answer); false: it waits "

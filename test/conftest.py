@@ -15,6 +15,16 @@ TINY_MODELS_ENV = "EMBODIED_R_TINY_MODELS"
 SMOLLM2_ENV = "EMBODIED_R_SMOLLM2"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ros_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ROS_HOME for the whole session, a temporary directory: the nodes the tests start (in-process and as
+    processes, which inherit it) keep their durable memory and logs there, never in the real ~/.ros."""
+    home = tmp_path_factory.mktemp("ros_home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROS_HOME", str(home))
+        yield home
+
+
 @pytest.fixture(scope="module")
 def ros_domain():
     """Every process of a module talks in its own random DDS domain on this host only (set before

@@ -10,7 +10,7 @@ A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names
   with the asker's ``query_id``);
 - out: ``~/answers`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
   per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics`` (in every state);
-- ``~/reset`` (std_srvs/Trigger) clears the history;
+- ``~/reset`` (std_srvs/Trigger) clears the history, and the durable memory unless ``memory.keep_on_reset``;
 - the lifecycle services (``ros2 lifecycle``): configure loads the models and makes the services and
   publishers, activate subscribes (camera, poses, ``~/question``) and answers, deactivate stops taking
   frames and questions (the history stays), cleanup frees the models' memory. With ``autostart`` (the
@@ -31,6 +31,12 @@ Time base: a question's window ends at the newest camera stamp, not at the clock
 work without /clock; a silent camera shows as a warning on /diagnostics. Diagnostics run on wall time, so
 they keep coming under ``use_sim_time`` before /clock does (and say that no clock has come); an answer made
 then is stamped with its newest key frame's stamp.
+
+Memory (``memory.*``, on by default): configure opens the durable memory
+(:class:`~embodied_r_ros.memory_store.MemoryStore`, one SQLite file per node name under
+``$ROS_HOME/embodied_r/``) and cleanup closes it; the camera thread only queues each candidate frame for
+it, a writer thread commits. A question whose window reaches before the RAM history is answered from it;
+a memory that cannot be written is reported (log, /diagnostics) and the node answers from RAM.
 
 Poses: camera poses (:mod:`.pose_source`: the body pose composed with ``pose.camera_offset``, or the TF
 chain ``pose.odom_frame`` -> camera frame at each frame's stamp) are kept in the history, and each key frame
@@ -86,6 +92,7 @@ from ..frames import Frame
 from ..history import EmptyHistoryError, RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
+from ..memory_store import MemoryStatus, MemoryStore, memory_path
 from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR, NoFramesError
@@ -243,6 +250,7 @@ class Served:
     keyframe_publisher: Any
     entities: list[Any]  # services and the action server
     encode: Callable[[int], None] | None  # the idle task encoding a new key frame (None: nothing to encode)
+    memory: MemoryStore | None = None  # the durable memory (None: memory.enabled false)
 
 
 class EmbodiedRNode(LifecycleNode):
@@ -409,8 +417,13 @@ class EmbodiedRNode(LifecycleNode):
                 f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
             )
             pipeline, owns = load_pipeline(config, self._perceivers), True
+        memory = self._open_memory(config)
         history = RobotHistory(
-            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
+            config.buffer,
+            config.keyframes,
+            config.camera.jump_back_reset_s,
+            config.pose.max_gap_s,
+            memory=memory,
         )
         worker: QueryWorker[QueuedQuestion] = QueryWorker(
             self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
@@ -443,7 +456,32 @@ class EmbodiedRNode(LifecycleNode):
             ),
             entities=entities,
             encode=self._pre_encoder(pipeline, history),
+            memory=memory,
         )
+
+    def _open_memory(self, config: NodeConfig) -> MemoryStore | None:
+        """Open the durable memory (``memory.*``); one that cannot be written is logged and reported, never
+        fatal. None when ``memory.enabled`` is false."""
+        if not config.memory.enabled:
+            self.get_logger().info("memory off (memory.enabled false): questions reach back buffer.history_s")
+            return None
+        path = memory_path(config.memory.path, self.get_fully_qualified_name())
+        memory = MemoryStore(path, config.memory.disk_budget_mb, on_problem=self._on_memory_problem)
+        status = memory.status()
+        if status.moved_aside:
+            self.get_logger().warning(status.moved_aside)
+        if not status.enabled:
+            self.get_logger().error(f"memory off: {status.problem}")
+        else:
+            self.get_logger().info(
+                f"memory: {path} ({status.frames} frames, {_memory_span(status)}; "
+                f"{status.size_bytes / 2**20:.1f} of {config.memory.disk_budget_mb:g} MB)"
+            )
+        return memory
+
+    def _on_memory_problem(self, problem: str) -> None:
+        """The memory stopped writing (a full disk): said once, on the writer thread."""
+        self.get_logger().error(f"memory off: {problem}")
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Subscribe to the camera, the poses and ``~/question``; answer questions."""
@@ -536,6 +574,8 @@ class EmbodiedRNode(LifecycleNode):
         if served is None:
             return
         served.worker.close(timeout=1.0)
+        if served.memory is not None:
+            served.memory.close()  # commits what is queued
         for entity in served.entities:
             if isinstance(entity, ActionServer):
                 entity.destroy()
@@ -574,7 +614,7 @@ class EmbodiedRNode(LifecycleNode):
             return
         stamp = stamp_to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
         self._frame_id = message.header.frame_id
-        decision = served.history.add_frame(Frame(image, stamp))
+        decision = served.history.add_frame(Frame(image, stamp), message.header.frame_id)
         if decision.restarted:
             served.worker.clear_idle()
             self.get_logger().info(
@@ -662,8 +702,22 @@ class EmbodiedRNode(LifecycleNode):
         frames, decisions = self.clear_history()
         response.success = True
         response.message = f"history cleared: {frames} stored frames, {decisions} key-frame decisions"
+        response.message += self._reset_memory()
         self.get_logger().info(response.message)
         return response
+
+    def _reset_memory(self) -> str:
+        """Clear the durable memory at a reset unless ``memory.keep_on_reset``; says what was done."""
+        served = self.served
+        memory = served.memory if served is not None else None
+        if memory is None or not memory.enabled:
+            return ""
+        if self.params.config.memory.keep_on_reset:
+            return f"; memory kept (memory.keep_on_reset): {memory.status().frames} frames"
+        frames = memory.status().frames
+        if not memory.clear():
+            return f"; the memory could not be cleared: {memory.status().problem or 'its writer is busy'}"
+        return f"; memory cleared: {frames} frames"
 
     @staticmethod
     def _pre_encoder(pipeline: EmbodiedR, history: RobotHistory) -> Callable[[int], None] | None:
@@ -856,6 +910,15 @@ class EmbodiedRNode(LifecycleNode):
         answer = served.pipeline.answer(
             request.question, request.options, keyframes=keyframes, on_progress=job.report
         )
+        if served.memory is not None:
+            for description in answer.descriptions:  # question-conditioned: the VLM saw the question
+                served.memory.add_description(
+                    description.stamp_ns,
+                    description.observation,
+                    served.pipeline.perception,
+                    question_agnostic=False,
+                    question=request.question,
+                )
         # The key frames reasoned over: fewer than the window's when the prompt was fitted to the context.
         used = set(answer.keyframe_stamps_ns)
         keyframes = [k for k in keyframes if k.frame.stamp_ns in used] or keyframes
@@ -1015,6 +1078,10 @@ class EmbodiedRNode(LifecycleNode):
         if clock_problem:
             level = max(level, DiagnosticStatus.WARN)
             message += f"; {clock_problem}"
+        memory = served.memory.status() if served and served.memory else None
+        if memory is not None and not memory.enabled:
+            level = max(level, DiagnosticStatus.WARN)
+            message += f"; memory off: {memory.problem}"
         held = served.history.size() if served else None
         worker = served.worker if served else None
         running = worker.running if worker else None
@@ -1044,6 +1111,7 @@ class EmbodiedRNode(LifecycleNode):
             **{f"last_query.{k}": f"{v:.3f}" for k, v in breakdown.items() if k != "keyframes"},
             "vlm": served.pipeline.perception if served else "not loaded",
             "lm": f"{config.lm.model} ({config.lm.backend}) {'loaded' if served else 'not loaded'}",
+            **_memory_values(memory, config),
         }
         return DiagnosticStatus(
             level=level,
@@ -1075,6 +1143,38 @@ class EmbodiedRNode(LifecycleNode):
         if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
             gc.callbacks.remove(self.stats.gc_callback)
         super().destroy_node()
+
+
+def _memory_span(status: MemoryStatus) -> str:
+    """The current timeline's span held by the memory, for logs and /diagnostics."""
+    if status.oldest_ns is None or status.newest_ns is None:
+        return "empty"
+    seconds = (status.newest_ns - status.oldest_ns) / 1e9
+    return f"{format_stamp(status.oldest_ns)} .. {format_stamp(status.newest_ns)} ({seconds:.0f} s)"
+
+
+def _memory_values(status: MemoryStatus | None, config: NodeConfig) -> dict[str, str]:
+    """The durable memory on /diagnostics: on or why not, the span it holds, its size, its backlog."""
+    if status is None:
+        return {
+            "memory": "closed (configure opens it)" if config.memory.enabled else "off (memory.enabled false)"
+        }
+    return {
+        "memory": "on" if status.enabled else f"off: {status.problem}",
+        "memory_path": status.path,
+        "memory_span": _memory_span(status),
+        "memory_oldest_stamp": "" if status.oldest_ns is None else format_stamp(status.oldest_ns),
+        "memory_newest_stamp": "" if status.newest_ns is None else format_stamp(status.newest_ns),
+        "memory_frames": str(status.frames),
+        "memory_keyframes": str(status.keyframes),
+        "memory_poses": str(status.poses),
+        "memory_descriptions": str(status.descriptions),
+        "memory_size_mb": f"{status.size_bytes / 2**20:.2f}",
+        "memory_disk_budget_mb": f"{status.budget_bytes / 2**20:g}",
+        "memory_backlog": str(status.backlog),
+        "memory_dropped": str(status.dropped),
+        "memory_evicted_frames": str(status.evicted_frames),
+    }
 
 
 def _gpu_memory() -> dict[str, str]:
