@@ -9,7 +9,8 @@ A question names its window in one of three ways (``AskSpatial``/``AnswerSpatial
 
 An absolute interval the node cannot answer from its history fails with a message that says why and what
 to do: it starts before the oldest frame still held (``buffer.history_s``, or the node started or was
-reset later), or it lies in the future (after the newest frame).
+reset later; with a durable memory, the oldest frame the memory holds), or it lies in the future (after the
+newest frame).
 """
 
 from __future__ import annotations
