@@ -42,6 +42,7 @@ the node answers from its RAM history alone.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import math
 import os
@@ -52,7 +53,7 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -202,6 +203,20 @@ class _Control:
 
     kind: str
     done: threading.Event
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (taking the write lock at once), rolled back when it fails, unless SQLite
+    rolled it back itself (as on a full disk)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 def default_memory_path(node_name: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -561,8 +576,7 @@ class MemoryStore:
                      row.written_ns)
                 )  # fmt: skip
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 frames_added = db.executemany(
                     "INSERT OR IGNORE INTO frames (timeline, stamp_ns, kept, overlap, reason, frame_id, "
                     "encoding, width, height, image) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -576,11 +590,6 @@ class MemoryStore:
                     "written_ns) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     descriptions,
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
-                    db.execute("ROLLBACK")
-                raise
             with self._status_lock:
                 s = self._status
                 self._status = replace(
@@ -621,12 +630,11 @@ class MemoryStore:
             if frames:
                 # Rows of about equal size: the share of rows to delete is the share of bytes over target.
                 count = max(EVICT_MIN_ROWS, math.ceil(frames * (used - target) / max(used, 1)))
-                db.execute("BEGIN IMMEDIATE")
-                deleted = db.execute(
-                    "DELETE FROM frames WHERE id IN (SELECT id FROM frames ORDER BY id LIMIT ?)", (count,)
-                ).rowcount
-                self._delete_older_than_frames(db)
-                db.execute("COMMIT")
+                with _transaction(db):
+                    deleted = db.execute(
+                        "DELETE FROM frames WHERE id IN (SELECT id FROM frames ORDER BY id LIMIT ?)", (count,)
+                    ).rowcount
+                    self._delete_older_than_frames(db)
                 evicted += deleted
             elif not self._delete_oldest_rows(db):
                 break
@@ -650,16 +658,14 @@ class MemoryStore:
     @staticmethod
     def _delete_oldest_rows(db: sqlite3.Connection) -> bool:
         """No frame left: the oldest poses, else the oldest descriptions; False when nothing is left."""
-        db.execute("BEGIN IMMEDIATE")
-        deleted = db.execute(
-            "DELETE FROM poses WHERE (timeline, stamp_ns) IN "
-            "(SELECT timeline, stamp_ns FROM poses ORDER BY timeline, stamp_ns LIMIT 1024)"
-        ).rowcount
-        if not deleted:
+        with _transaction(db):
             deleted = db.execute(
-                "DELETE FROM descriptions WHERE id IN (SELECT id FROM descriptions ORDER BY id LIMIT 1024)"
+                "DELETE FROM poses WHERE (timeline, stamp_ns) IN "
+                "(SELECT timeline, stamp_ns FROM poses ORDER BY timeline, stamp_ns LIMIT 1024)"
             ).rowcount
-        db.execute("COMMIT")
+            if not deleted:
+                oldest = "SELECT id FROM descriptions ORDER BY id LIMIT 1024"
+                deleted = db.execute(f"DELETE FROM descriptions WHERE id IN ({oldest})").rowcount
         return deleted > 0
 
     def _recount(self, evicted: int) -> None:
@@ -685,10 +691,9 @@ class MemoryStore:
         db = self._writer
         assert db is not None
         try:
-            db.execute("BEGIN IMMEDIATE")
-            for table in ("frames", "poses", "descriptions"):
-                db.execute(f"DELETE FROM {table}")
-            db.execute("COMMIT")
+            with _transaction(db):
+                for table in ("frames", "poses", "descriptions"):
+                    db.execute(f"DELETE FROM {table}")
             db.executescript("PRAGMA incremental_vacuum;")  # stepped to the end (execute frees one page)
             self._checkpoint()
             self._last_pose_ns = None

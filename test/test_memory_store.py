@@ -193,6 +193,22 @@ def test_the_disk_budget_evicts_the_oldest_frames_and_the_file_stops_growing(sto
     assert free < pages // 4  # the incremental vacuum gave the evicted pages back
 
 
+def test_with_no_frame_left_the_oldest_poses_go(store_path):
+    """Odometry running for hours with the camera off: the poses alone are kept within the budget."""
+    store = MemoryStore(store_path, 1.0, queue_items=50_000)
+    try:
+        count = 40_000
+        for i in range(count):
+            assert store.add_pose(T0 + i * NS_PER_S // 10, Pose(position=(float(i), 0.0, 0.0)))
+        assert store.flush(timeout_s=60.0)
+        status = store.status()
+        assert status.enabled and 0 < status.poses < count and status.size_bytes < 1.0 * 2**20 + 8 * 2**20
+        newest = rows(store_path, "SELECT MAX(stamp_ns), MIN(stamp_ns) FROM poses")[0]
+        assert newest[0] == T0 + (count - 1) * NS_PER_S // 10 and newest[1] > T0  # the oldest went
+    finally:
+        store.close()
+
+
 def test_clear_empties_the_store_and_gives_the_pages_back(store_path):
     store = MemoryStore(store_path, 64)
     try:
