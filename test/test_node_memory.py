@@ -139,6 +139,24 @@ def test_a_restarted_node_answers_about_frames_only_the_first_one_saw(ros_contex
         third.close()
 
 
+def test_cleanup_closes_the_memory_and_configure_opens_it_again(ros_context, gated_pipeline):
+    """The lifecycle: cleanup commits and closes the file (its lock goes with it), configure reopens it."""
+    pipeline, gate, config = gated_pipeline
+    gate.open()
+    harness = harness_for(ros_context, memory_node(ros_context, pipeline, config, "cycled"), "cycled")
+    try:
+        seen = harness.feed(3.0)
+        memory_values(harness, memory="on", memory_frames="3")
+        assert harness.transition("deactivate") and harness.transition("cleanup")
+        memory_values(harness, memory="closed (configure opens it)")
+        assert harness.transition("configure") and harness.transition("activate")
+        memory_values(harness, memory="on", memory_frames="3")
+        answered = ask_interval(harness, seen[0], seen[-1])  # RAM went with cleanup: from the memory
+        assert answered.success and set(keyframe_stamps_ns(answered.answer)) <= set(seen)
+    finally:
+        harness.close()
+
+
 def test_an_unwritable_memory_is_reported_and_the_node_answers_from_ram(
     ros_context, gated_pipeline, tmp_path, capfd
 ):

@@ -417,13 +417,8 @@ class EmbodiedRNode(LifecycleNode):
                 f"{f' ({threads} torch CPU threads)' if threads else ''} ..."
             )
             pipeline, owns = load_pipeline(config, self._perceivers), True
-        memory = self._open_memory(config)
         history = RobotHistory(
-            config.buffer,
-            config.keyframes,
-            config.camera.jump_back_reset_s,
-            config.pose.max_gap_s,
-            memory=memory,
+            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
         )
         worker: QueryWorker[QueuedQuestion] = QueryWorker(
             self._answer, queue_length=config.query.queue_length, on_finished=self._on_job_finished
@@ -442,21 +437,25 @@ class EmbodiedRNode(LifecycleNode):
                 callback_group=group,
             ),
         ]
+        answer_publisher = self.create_lifecycle_publisher(SpatialAnswer, "~/answers", 10)
+        # Transient local: a viewer (`embodied-r ask --report`) subscribing late still gets the evidence.
+        keyframe_publisher = self.create_lifecycle_publisher(
+            Image,
+            "~/keyframes",
+            QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
+        # Last, once nothing else can fail: the memory holds a lock on its file until cleanup closes it.
+        history.memory = self._open_memory(config)
         return Served(
             pipeline=pipeline,
             owns_pipeline=owns,
             history=history,
             worker=worker,
-            answer_publisher=self.create_lifecycle_publisher(SpatialAnswer, "~/answers", 10),
-            # Transient local: a viewer (`embodied-r ask --report`) subscribing late still gets the evidence.
-            keyframe_publisher=self.create_lifecycle_publisher(
-                Image,
-                "~/keyframes",
-                QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
-            ),
+            answer_publisher=answer_publisher,
+            keyframe_publisher=keyframe_publisher,
             entities=entities,
             encode=self._pre_encoder(pipeline, history),
-            memory=memory,
+            memory=history.memory,
         )
 
     def _open_memory(self, config: NodeConfig) -> MemoryStore | None:
