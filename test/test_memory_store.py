@@ -249,7 +249,7 @@ def test_a_damaged_store_fails_its_integrity_check_and_is_set_aside(store_path):
     data = bytearray(store_path.read_bytes())
     page = 4096
     for offset in range(2 * page, len(data), 3 * page):  # scribble over every third page's header
-        data[offset : offset + 64] = os.urandom(64)
+        data[offset : offset + 64] = b"\xff" * 64  # not a page type SQLite knows
     store_path.write_bytes(bytes(data))
     store = MemoryStore(store_path, 16)
     try:
