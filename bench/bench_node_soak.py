@@ -26,6 +26,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--warmup-minutes", type=float, default=2.0, help="(at most 40 %% of the run)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
+    parser.add_argument("--no-memory", action="store_true", help="memory.enabled false (no durable store)")
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -79,6 +81,7 @@ def main() -> None:
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
+    store = Path(tempfile.mkdtemp(prefix="bench_soak_")) / "memory.sqlite"  # not the user's ~/.ros store
     width, height = (int(v) for v in args.size.split("x"))
     executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
     params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
@@ -87,6 +90,8 @@ def main() -> None:
         "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
         "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
         "camera.qos": "reliable", "buffer.history_s": float(args.history_s), "query.window_s": 30.0,
+        "memory.enabled": str(not args.no_memory).lower(),
+        "memory.path": str(store),
     }  # fmt: skip
     command = [str(executable), "--ros-args", "--params-file", str(params)]
     for name, value in overrides.items():
@@ -206,6 +211,7 @@ def main() -> None:
         "plain_over_published_percent": round(100 * plain_received / published[0], 2),
         "frames_lost_in_transport_per_node": int(final.get("frames_lost", 0)),
         "node_camera_callback_max_ms": float(final.get("camera_callback_max_ms", "nan")),
+        "node_camera_callback_cpu_max_ms": float(final.get("camera_callback_cpu_max_ms", "nan")),
         "node_gc_pause_max_ms": float(final.get("gc_pause_max_ms", "nan")),
         "frames_dropped_by_node": int(final.get("frames_dropped", 0)),
         "node_camera_callback_mean_ms": float(final.get("camera_callback_mean_ms", "nan")),
@@ -232,6 +238,8 @@ def main() -> None:
         },
         "node_rss_mb_every_30_s": [round(mb, 1) for t, mb in samples if int(t) % 30 < 5],
         "published_and_received_every_30_s": [x for x in received_series if x[0] % 30 < 5],
+        "memory": "off" if args.no_memory else "on",
+        "memory_store_mb": round(sum(f.stat().st_size for f in store.parent.glob("*")) / 2**20, 1),
         "node_exit_code": node.returncode,
         "node_tracebacks": node_err.count("Traceback"),
     }

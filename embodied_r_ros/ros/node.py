@@ -154,6 +154,7 @@ class NodeStats:
     ingest_s_total: float = 0.0
     ingest_count: int = 0
     ingest_s_max: float = 0.0
+    ingest_cpu_s_max: float = 0.0  # the callback's own CPU time: a max far below ingest_s_max is waiting
     last_frame_wall: float | None = None
     # Publishers the camera subscription could not match (their QoS is incompatible with camera.qos).
     qos_incompatible: int = 0
@@ -175,11 +176,14 @@ class NodeStats:
             self.gc_pause_s_max = max(self.gc_pause_s_max, time.perf_counter() - self.gc_started)
             self.gc_started = None
 
-    def ingested(self, seconds: float) -> None:
+    def ingested(self, seconds: float, cpu_seconds: float) -> None:
+        """One frame taken in ``seconds`` of wall time, ``cpu_seconds`` of them on the CPU in this thread
+        (the rest: waiting for a core or the GIL)."""
         with self.lock:
             self.ingest_s_total += seconds
             self.ingest_count += 1
             self.ingest_s_max = max(self.ingest_s_max, seconds)
+            self.ingest_cpu_s_max = max(self.ingest_cpu_s_max, cpu_seconds)
             self.last_frame_wall = time.monotonic()
 
     def finished(self, status: str, latency_s: float | None) -> None:
@@ -602,7 +606,7 @@ class EmbodiedRNode(LifecycleNode):
         served = self.served
         if served is None or not self._active:
             return  # a frame still in the queue as the node deactivated
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         self.stats.frames_received += 1  # one camera thread writes this counter
         self._count_lost(info)
         try:
@@ -640,7 +644,7 @@ class EmbodiedRNode(LifecycleNode):
             self.get_logger().warning(decision.store_error, throttle_duration_sec=WARN_THROTTLE_S)
         if decision.keyframe and served.encode is not None and self.params.config.query.pre_encode_keyframes:
             served.worker.submit_idle(functools.partial(served.encode, stamp))
-        self.stats.ingested(time.perf_counter() - start)
+        self.stats.ingested(time.perf_counter() - start, time.thread_time() - start_cpu)
 
     def _count_lost(self, info: Mapping[str, Any] | None) -> None:
         """Frames the publisher numbered but that never arrived (rclpy's MessageInfo, where given)."""
@@ -1056,6 +1060,7 @@ class EmbodiedRNode(LifecycleNode):
             outcomes = dict(stats.outcomes)
             mean_ms = 1e3 * stats.ingest_s_total / stats.ingest_count if stats.ingest_count else 0.0
             max_ms, last_wall, latency = 1e3 * stats.ingest_s_max, stats.last_frame_wall, stats.last_latency_s
+            cpu_max_ms = 1e3 * stats.ingest_cpu_s_max
             breakdown = dataclasses.asdict(stats.last_timing) if stats.last_timing else {}
             qos_count, qos_policy = stats.qos_incompatible, stats.qos_incompatible_policy
         state = self.lifecycle_state
@@ -1096,6 +1101,7 @@ class EmbodiedRNode(LifecycleNode):
             "camera_qos_incompatible_publishers": qos_count,
             "camera_callback_mean_ms": f"{mean_ms:.3f}",
             "camera_callback_max_ms": f"{max_ms:.3f}",
+            "camera_callback_cpu_max_ms": f"{cpu_max_ms:.3f}",
             "gc_pause_max_ms": f"{1e3 * stats.gc_pause_s_max:.3f}",
             "keyframes_held": held.keyframes if held else 0,
             "keyframe_candidates_held": held.candidates if held else 0,
