@@ -213,6 +213,7 @@ def main() -> None:
         "node_camera_callback_max_ms": float(final.get("camera_callback_max_ms", "nan")),
         "node_camera_callback_cpu_max_ms": float(final.get("camera_callback_cpu_max_ms", "nan")),
         "node_gc_pause_max_ms": float(final.get("gc_pause_max_ms", "nan")),
+        "node_gc_pause_cpu_max_ms": float(final.get("gc_pause_cpu_max_ms", "nan")),
         "frames_dropped_by_node": int(final.get("frames_dropped", 0)),
         "node_camera_callback_mean_ms": float(final.get("camera_callback_mean_ms", "nan")),
         "questions_asked": asked,

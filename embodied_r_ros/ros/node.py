@@ -149,7 +149,8 @@ class NodeStats:
     frames_lost: int = 0  # published but never received (gaps in the publisher's sequence numbers)
     frames_before_first: int = 0  # published before the first frame that arrived (before matching)
     gc_pause_s_max: float = 0.0  # the longest garbage collection (it stops every Python thread)
-    gc_started: float | None = None
+    gc_cpu_s_max: float = 0.0  # the same collections' CPU time (the wall max includes waits for a core)
+    gc_started: tuple[float, float] | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     ingest_s_total: float = 0.0
     ingest_count: int = 0
@@ -171,9 +172,11 @@ class NodeStats:
     def gc_callback(self, phase: str, info: dict[str, Any]) -> None:
         """A ``gc.callbacks`` entry: the longest pause of the garbage collector (it holds every thread)."""
         if phase == "start":
-            self.gc_started = time.perf_counter()
+            self.gc_started = (time.perf_counter(), time.thread_time())
         elif self.gc_started is not None:
-            self.gc_pause_s_max = max(self.gc_pause_s_max, time.perf_counter() - self.gc_started)
+            wall, cpu = self.gc_started
+            self.gc_pause_s_max = max(self.gc_pause_s_max, time.perf_counter() - wall)
+            self.gc_cpu_s_max = max(self.gc_cpu_s_max, time.thread_time() - cpu)
             self.gc_started = None
 
     def ingested(self, seconds: float, cpu_seconds: float) -> None:
@@ -401,7 +404,8 @@ class EmbodiedRNode(LifecycleNode):
         gc.collect()
         gc.freeze()
         with self.stats.lock:
-            self.stats.gc_pause_s_max = 0.0  # that collection was ours, before any frame; count from here
+            # that collection was ours, before any frame; count from here
+            self.stats.gc_pause_s_max = self.stats.gc_cpu_s_max = 0.0
         self.get_logger().info(
             f"configured: {self.served.pipeline.perception}, LM {self.params.config.lm.model!r}; "
             f"{'activate to take frames and questions' if not self.params.config.autostart else 'activating'}"
@@ -1103,6 +1107,7 @@ class EmbodiedRNode(LifecycleNode):
             "camera_callback_max_ms": f"{max_ms:.3f}",
             "camera_callback_cpu_max_ms": f"{cpu_max_ms:.3f}",
             "gc_pause_max_ms": f"{1e3 * stats.gc_pause_s_max:.3f}",
+            "gc_pause_cpu_max_ms": f"{1e3 * stats.gc_cpu_s_max:.3f}",
             "keyframes_held": held.keyframes if held else 0,
             "keyframe_candidates_held": held.candidates if held else 0,
             "pose_samples_held": held.poses if held else 0,
