@@ -26,15 +26,26 @@ import functools
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import Sequence
 
 from .clip_buffer import ClipBuffer, ClipBufferError
 from .config import BufferConfig, KeyFrameConfig
 from .frames import NS_PER_S, Frame, Pose
-from .keyframes import KeyFrame, StreamingKeyFrameSelector, _assemble, _Decision
-from .memory_store import MemoryStore, MemoryStoreError
+from .keyframes import (
+    REASON_FIRST,
+    REASON_LAST,
+    REASON_SAMPLED,
+    KeyFrame,
+    StreamingKeyFrameSelector,
+    _assemble,
+    _Decision,
+)
+from .memory_search import REASON_RETRIEVED, Interval, SearchSettings, search_intervals, spread_indices
+from .memory_store import MemoryStore, MemoryStoreError, StoredCandidate
 from .pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard
-from .windows import Window
+from .text_embedding import TextEmbedder
+from .windows import Window, format_stamp
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
 MEMORY_FLUSH_S = 2.0  # a question over the memory waits this long for the rows still queued
@@ -42,6 +53,10 @@ MEMORY_FLUSH_S = 2.0  # a question over the memory waits this long for the rows 
 
 class EmptyHistoryError(LookupError):
     """No camera frame since the start or the last clear: there is nothing to answer from."""
+
+
+class MemorySearchError(LookupError):
+    """A search of the memory found nothing to answer from; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -74,12 +89,18 @@ class HistorySize:
 
 @dataclass(frozen=True)
 class WindowKeyFrames:
-    """The key frames of one question's window, with the window and the newest stamp it was cut from."""
+    """The key frames of one question's window, with the window and the newest stamp it was cut from;
+    ``intervals``: the intervals they came from (the window alone, or a memory search's intervals)."""
 
     start_ns: int
     end_ns: int
     newest_ns: int
     keyframes: list[KeyFrame]
+    intervals: tuple[tuple[int, int], ...] = ()
+
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """The intervals reasoned over: ``intervals``, else the window."""
+        return self.intervals or ((self.start_ns, self.end_ns),)
 
 
 class DecisionReportingSelector(StreamingKeyFrameSelector):
@@ -312,6 +333,87 @@ class RobotHistory:
                     keyframes.append(KeyFrame(Frame(stored.image, record.stamp_ns), i, overlap, reason))
         with_poses = [self._with_pose(k, memory) for k in keyframes]
         return WindowKeyFrames(start, end, newest, with_poses)
+
+    def search(
+        self,
+        question: str,
+        options: Sequence[str],
+        window: Window,
+        embedder: TextEmbedder,
+        settings: SearchSettings,
+    ) -> WindowKeyFrames:
+        """The key frames of the memory's intervals that best match ``question`` (a question that names
+        things, not times; see :mod:`~embodied_r_ros.memory_search`), searched within ``window`` when it
+        names one (seconds or stamps), else over the whole memory of the current timeline.
+
+        Raises :class:`MemorySearchError` when the memory is off, holds no frame, or none of its key
+        frames is described yet, and :class:`~embodied_r_ros.windows.WindowError` for a window outside it."""
+        memory = self.memory
+        if memory is None or not memory.enabled:
+            problem = memory.status().problem if memory is not None else "memory.enabled is false"
+            raise MemorySearchError(f"cannot search the memory: it is off ({problem}); ask about a window")
+        memory.flush(MEMORY_FLUSH_S)
+        span = memory.span()
+        if span is None:
+            raise MemorySearchError("cannot search the memory: it holds no camera frame yet")
+        start, end = span
+        if window.absolute or window.seconds:
+            start, end = window.resolve(0.0, span[0], span[1], self.history_s, fix="search a later interval")
+            start = max(start, span[0])
+        try:
+            intervals = search_intervals(memory, embedder, question, options, start, end, settings)
+            found = self.keyframes_in_intervals(intervals) if intervals else None
+        except MemoryStoreError as exc:
+            raise MemorySearchError(f"cannot search the memory: {exc}") from exc
+        if found is None or not found.keyframes:
+            raise MemorySearchError(
+                f"the memory holds no described key frame between {format_stamp(start)} and "
+                f"{format_stamp(end)}: the background describer (memory.describe) has not reached them yet, "
+                "or it is off; ask again later, or ask about a window"
+            )
+        return found
+
+    def keyframes_in_intervals(self, intervals: Sequence[Interval]) -> WindowKeyFrames:
+        """The key frames of a memory search's ``intervals`` (disjoint, in time order), from the memory.
+
+        Inside each interval the rule is the selector's (its stored decisions, the interval's first and
+        last candidate); every hit is kept (reason ``retrieved``); over all intervals together the paper's
+        clamp to [``keyframes.min_keyframes``, ``keyframes.max_keyframes``] (:func:`spread_indices`).
+        Raises :class:`~embodied_r_ros.memory_store.MemoryStoreError` when the memory is off or closed."""
+        memory = self.memory
+        if memory is None or not memory.enabled:
+            raise MemoryStoreError("the durable memory is off (memory.enabled false, or it failed to open)")
+        config = self.keyframe_config
+        records: list[StoredCandidate] = []
+        reasons: dict[int, str] = {}
+        hits: dict[int, float] = {}  # candidate index -> its interval's score (best intervals first)
+        spans = []
+        for interval in intervals:
+            found = memory.candidates(interval.start_ns, interval.end_ns)
+            if not found:
+                continue
+            base = len(records)
+            records.extend(found)
+            spans.append((interval.start_ns, interval.end_ns))
+            reasons.update({base + i: c.reason for i, c in enumerate(found) if c.kept})
+            reasons.setdefault(base, REASON_FIRST)
+            reasons.setdefault(base + len(found) - 1, REASON_LAST)
+            wanted = set(interval.hits)
+            hits.update({base + i: interval.score for i, c in enumerate(found) if c.stamp_ns in wanted})
+        must = sorted(hits, key=lambda i: -hits[i])
+        chosen = spread_indices(list(reasons), must, len(records), config.min_keyframes, config.max_keyframes)
+        keyframes = []
+        for i in chosen:
+            stored = memory.frame(records[i].stamp_ns)
+            if stored is None:  # evicted since the search
+                continue
+            reason = REASON_RETRIEVED if i in hits else reasons.get(i, REASON_SAMPLED)
+            frame = Frame(stored.image, records[i].stamp_ns)
+            keyframes.append(self._with_pose(KeyFrame(frame, i, records[i].overlap, reason), memory))
+        span = memory.span()
+        newest = span[1] if span is not None else (spans[-1][1] if spans else 0)
+        start, end = (spans[0][0], spans[-1][1]) if spans else (0, 0)
+        return WindowKeyFrames(start, end, newest, keyframes, tuple(spans))
 
     def stored_frame(self, stamp_ns: int) -> Frame | None:
         """The stored copy of the frame stamped exactly ``stamp_ns`` (the pixels a question will send)."""

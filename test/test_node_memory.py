@@ -11,21 +11,26 @@ import sqlite3
 import threading
 import time
 
+import ground_truth_scene
+import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from embodied_r_ros.srv import AskSpatial
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
+from test_memory_search import TURN_S, turning_scene
 from test_node_cli import _node_process
 from test_node_lifecycle import Harness
 from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
 
+from embodied_r_ros.cli.parts import perceivers
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.memory_store import MemoryStore, default_memory_path
 from embodied_r_ros.ros import node as node_module
-from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message
+from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
@@ -303,3 +308,95 @@ def test_kill_9_loses_at_most_the_frames_not_yet_committed(ros_context, tiny_mod
         )
     finally:
         reopened.close()
+
+
+def ground_truth_memory_node(context, tiny_models_dir, scene_json, namespace: str, **extra) -> EmbodiedRNode:
+    """A node whose perceiver is ground truth of ``scene_json`` (an instrument, not a VLM), memory on."""
+    values = {
+        "perception.perceiver": "ground_truth",
+        "perception.scene": str(scene_json),
+        "lm.model": str(tiny_models_dir / "lm"),
+        "lm.transformers.device": "cpu",
+        "lm.transformers.dtype": "float32",
+        "lm.max_new_tokens": 8,
+        "pose.topic": "",
+        "camera.qos": "reliable",
+        "camera.qos_depth": 100,
+        "diagnostics_period_s": 0.2,
+        **extra,
+    }
+    return EmbodiedRNode(
+        perceivers=perceivers(),
+        context=context,
+        namespace=namespace,
+        parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],
+    )
+
+
+def publish_turn(harness: Harness, seconds: float, fps: float = 2.0) -> list[int]:
+    """Blank images stamped along the turning scene (ground truth reads the stamps); waits until taken."""
+    image = np.zeros((120, 160, 3), np.uint8)
+    stamps = [ground_truth_scene.START_NS + round(i * NS_PER_S / fps) for i in range(int(seconds * fps) + 1)]
+    received = harness.node.stats.frames_received
+    for stamp in stamps:
+        harness.camera.publish(rgb_image_message(image, stamp, "camera"))
+        time.sleep(0.003)
+    assert wait_for(lambda: harness.node.stats.frames_received >= received + len(stamps))
+    return stamps
+
+
+def ask_search(harness: Harness, question: str):
+    request = AskSpatial.Request(question=question, search_memory=True)
+    assert harness.ask_client.wait_for_service(timeout_sec=WAIT_S)
+    return result_of(harness.ask_client.call_async(request), timeout=120.0)
+
+
+def test_a_question_that_names_a_thing_is_answered_from_the_intervals_where_it_was(
+    ros_context, tiny_models_dir, tmp_path
+):
+    scene_json = turning_scene(tmp_path)
+    node = ground_truth_memory_node(ros_context, tiny_models_dir, scene_json, "searcher")
+    harness = harness_for(ros_context, node, "searcher")
+    try:
+        published = publish_turn(harness, TURN_S)
+        # The background describer catches up while no question waits.
+        def caught_up() -> bool:
+            values = harness.last_status()[2]
+            keyframes = int(values.get("memory_keyframes", "0"))
+            described = int(values.get("memory_described", "0"))
+            return keyframes >= 4 and described >= keyframes and values["memory_describer_backlog"] == "0"
+
+        assert wait_for(caught_up, timeout=120.0), harness.last_status()
+        assert harness.last_status()[2]["memory_describer_failures"] == "0"
+        reply = ask_search(harness, "Where did I last see the blue box?")
+        assert reply.success, reply.message
+        answer = reply.answer
+        starts = [stamp_to_ns(t) for t in answer.interval_starts]
+        ends = [stamp_to_ns(t) for t in answer.interval_ends]
+        assert starts and len(starts) == len(ends)
+        assert all(published[0] <= a <= b <= published[-1] for a, b in zip(starts, ends, strict=True))
+        stamps = keyframe_stamps_ns(answer)
+        assert stamps and all(any(a <= s <= b for a, b in zip(starts, ends, strict=True)) for s in stamps)
+        assert any("blue box" in d for d in answer.keyframe_descriptions)
+        assert any(n.startswith("searched the memory: answered from") for n in answer.notes)
+        # A question about a window still names the window as its one interval.
+        plain = harness.ask("What did I see last?")
+        assert plain.success and len(plain.answer.interval_starts) == 1
+    finally:
+        harness.close()
+
+
+def test_search_memory_with_the_describer_off_says_which_parameter(ros_context, tiny_models_dir, tmp_path):
+    scene_json = turning_scene(tmp_path)
+    node = ground_truth_memory_node(
+        ros_context, tiny_models_dir, scene_json, "nodescribe", **{"memory.describe": False}
+    )
+    harness = harness_for(ros_context, node, "nodescribe")
+    try:
+        publish_turn(harness, 4.0)
+        memory_values(harness, memory_describer="off: memory.describe is false")
+        reply = ask_search(harness, "Where did I last see the blue box?")
+        assert not reply.success and "memory.describe is false" in reply.message
+        assert harness.ask("What did I see last?").success  # questions about windows go on
+    finally:
+        harness.close()

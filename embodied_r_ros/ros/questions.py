@@ -29,6 +29,7 @@ class QueryRequest:
     start_ns: int = 0
     end_ns: int = 0
     query_id: str = ""  # the asker's id for its answer (a SpatialQuestion's); "" = the node makes one
+    search_memory: bool = False  # search the durable memory by content; the window only bounds the search
 
     @property
     def window(self) -> Window:

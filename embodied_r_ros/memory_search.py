@@ -1,0 +1,122 @@
+"""Questions that name things instead of times: the memory's intervals worth reasoning over.
+
+"Where did I last see the red backpack?" names no window. The question (with its options) is embedded and
+compared with the question-agnostic descriptions of every key frame in the durable memory
+(:mod:`.memory_describer` writes them); the ``k`` closest key frames are the hits. Hits close in time
+belong to one sighting, so hits less than ``merge_s`` apart join one interval, and each interval is
+widened by ``pad_s`` on both sides (the approach and the departure: the motion that says where the thing
+was). The intervals, in time order, are what the question is answered from: their key frames are chosen by
+:func:`spread_indices` (the paper's rule inside each interval, every hit kept, the [min, max] clamp over
+them all) and the answer names the intervals it used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .frames import NS_PER_S
+from .keyframes import clamp_indices, evenly_spaced_indices
+from .memory_store import MemoryStore, SearchHit
+from .text_embedding import TextEmbedder
+
+REASON_RETRIEVED = "retrieved"  # a key frame whose description matched the question (KeyFrame.reason)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a question searches the memory (``memory.search_*``)."""
+
+    k: int = 16  # key frames retrieved
+    merge_s: float = 20.0  # hits closer than this join one interval
+    pad_s: float = 5.0  # seconds added before and after each interval
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"memory.search_k must be >= 1, got {self.k}")
+        if self.merge_s < 0 or self.pad_s < 0:
+            raise ValueError(
+                "memory.search_merge_s and memory.search_pad_s must be >= 0, got "
+                f"{self.merge_s} and {self.pad_s}"
+            )
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One retrieved interval of camera time: its best hit's similarity and the hits inside it."""
+
+    start_ns: int
+    end_ns: int
+    score: float
+    hits: tuple[int, ...]  # stamps of the matching key frames, oldest first
+
+
+def query_text(question: str, options: Sequence[str] = ()) -> str:
+    """What is embedded for a question: the question and its options (they name the things too)."""
+    text = question.strip()
+    if options:
+        text += " " + "; ".join(o.strip() for o in options)
+    return text
+
+
+def group_hits(
+    hits: Sequence[SearchHit], settings: SearchSettings, start_ns: int, end_ns: int
+) -> list[Interval]:
+    """The hits as intervals in time order: hits less than ``merge_s`` apart joined, each interval padded
+    by ``pad_s`` and cut to [start_ns, end_ns], intervals that then overlap joined."""
+    merge_ns, pad_ns = round(settings.merge_s * NS_PER_S), round(settings.pad_s * NS_PER_S)
+    groups: list[list[SearchHit]] = []
+    for hit in sorted(hits, key=lambda h: h.stamp_ns):
+        if groups and hit.stamp_ns - groups[-1][-1].stamp_ns < merge_ns:
+            groups[-1].append(hit)
+        else:
+            groups.append([hit])
+    intervals: list[Interval] = []
+    for group in groups:
+        start = max(start_ns, group[0].stamp_ns - pad_ns)
+        end = min(end_ns, group[-1].stamp_ns + pad_ns)
+        score = max(h.score for h in group)
+        stamps = tuple(h.stamp_ns for h in group)
+        if intervals and start <= intervals[-1].end_ns:
+            last = intervals[-1]
+            intervals[-1] = Interval(last.start_ns, end, max(last.score, score), last.hits + stamps)
+        else:
+            intervals.append(Interval(start, end, score, stamps))
+    return intervals
+
+
+def search_intervals(
+    memory: MemoryStore,
+    embedder: TextEmbedder,
+    question: str,
+    options: Sequence[str],
+    start_ns: int,
+    end_ns: int,
+    settings: SearchSettings,
+) -> list[Interval]:
+    """The intervals of [start_ns, end_ns] whose key frames' descriptions best match the question (see
+    the module docstring); empty when no described key frame lies there."""
+    query = embedder.query(query_text(question, options))
+    hits = memory.search(query, embedder.name, start_ns, end_ns, settings.k)
+    return group_hits(hits, settings, start_ns, end_ns)
+
+
+def spread_indices(kept: Sequence[int], must: Sequence[int], n: int, lo: int, hi: int) -> list[int]:
+    """Which of ``n`` candidates (the intervals' candidates, in time order) become key frames.
+
+    ``kept``: the rule's key frames and each interval's first and last candidate; ``must``: the hits,
+    always chosen (the best ``hi`` of them when there are more, given best first). Then the paper's clamp,
+    keeping the hits: fewer than ``lo`` in all are topped up with evenly spaced other candidates; more than
+    ``hi`` are thinned to evenly spaced ones among the kept that are not hits.
+    """
+    must = list(dict.fromkeys(must))[:hi]
+    chosen = sorted(set(kept) | set(must))
+    if len(chosen) < lo:  # unlike the paper's clamp, which resamples all: the hits stay
+        others = [i for i in range(n) if i not in set(chosen)]
+        top_up = [others[j] for j in evenly_spaced_indices(len(others), lo - len(chosen))]
+        return sorted([*chosen, *top_up])
+    if len(chosen) <= hi:
+        return clamp_indices(chosen, n, lo, hi)
+    rest = [i for i in chosen if i not in set(must)]
+    room = hi - len(must)
+    return sorted([*must, *(rest[j] for j in evenly_spaced_indices(len(rest), room))])
