@@ -47,9 +47,8 @@ def _frame_stamps(config: MissionConfig) -> list[int]:
     return [config.stamp_ns(t) for t in config.frame_times()]
 
 
-def test_a_short_mission_is_written_quickly_with_every_kind_of_question(mission) -> None:
+def test_a_short_mission_has_every_kind_of_question(mission) -> None:
     out, result = mission
-    assert result.seconds < 60  # cheap enough for the suite: about 3 s measured, 20x slack when busy
     assert result.frames == CONFIG.n_frames == 240
     questions = read_questions(out / "questions.jsonl")
     assert {q.task for q in questions} == set(KINDS)
