@@ -1,0 +1,233 @@
+"""Long synthetic missions (embodied_r_training.synth.mission*): a short mission written for real, its bag
+read back, its sightings, questions and evidence checked against the mission's own geometry."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from embodied_r_training.data.bag_reader import BagReader
+from embodied_r_training.synth.ground_truth import GroundTruthPerceiver
+from embodied_r_training.synth.mission import HALL, ROOM, MissionConfig, plan_mission
+from embodied_r_training.synth.mission_questions import (
+    KINDS,
+    MissionQuestionConfig,
+    format_mission_time,
+)
+from embodied_r_training.synth.mission_writer import MissionResult, write_mission
+from embodied_r_training.synth.trajectory import Trajectory
+from synth_helpers import odom_pose, read_bag
+
+from embodied_r_ros.config import ConfigError
+from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.keyframes import candidate_indices
+from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.question_file import read_questions
+
+# Two minutes, four room visits, small images: a few seconds to write.
+CONFIG = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)
+
+
+@pytest.fixture(scope="module")
+def mission(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MissionResult]:
+    out = tmp_path_factory.mktemp("mission") / "m"
+    return out, write_mission(CONFIG, out)
+
+
+def _data(out: Path) -> dict:
+    return json.loads((out / "mission.json").read_text(encoding="utf-8"))
+
+
+def _frame_stamps(config: MissionConfig) -> list[int]:
+    return [config.stamp_ns(t) for t in config.frame_times()]
+
+
+def test_a_short_mission_has_every_kind_of_question(mission) -> None:
+    out, result = mission
+    assert result.frames == CONFIG.n_frames == 240
+    questions = read_questions(out / "questions.jsonl")
+    assert {q.task for q in questions} == set(KINDS)
+    data = _data(out)
+    assert set(data["questions"]) == {q.id for q in questions}
+    for kind, count in data["question_counts"].items():
+        assert count["kept"] == sum(q.task == kind for q in questions) <= CONFIG.questions_per_kind
+        assert count["usable"] + sum(count["dropped"].values()) == count["candidates"]
+    # Every window is the whole mission.
+    stamps = _frame_stamps(CONFIG)
+    assert {(q.start_ns, q.end_ns) for q in questions} == {(stamps[0], stamps[-1])}
+
+
+def test_the_same_seed_gives_the_same_mission_and_another_seed_another(mission, tmp_path: Path) -> None:
+    out, result = mission
+    again = write_mission(CONFIG, tmp_path / "again")
+    assert again.messages == result.messages
+    for name in ("questions.jsonl", "mission.json", "bag/bag.mcap", "pieces/piece_0000.json"):
+        assert filecmp.cmp(out / name, tmp_path / "again" / name, shallow=False), name
+    other = plan_mission(replace(CONFIG, seed=4))
+    assert other.trajectory.to_dict() != plan_mission(CONFIG).trajectory.to_dict()
+
+
+def test_the_bag_reads_back_with_every_frame_and_the_mission_poses(mission) -> None:
+    out, _ = mission
+    stamps = _frame_stamps(CONFIG)
+    plan = plan_mission(CONFIG)
+    with BagReader(out / "bag", candidate_fps=1.0) as reader:
+        assert reader.image_messages == CONFIG.n_frames
+        assert reader.start_ns == stamps[0] and reader.end_ns - stamps[-1] in (0, 1)  # rosbags: end + 1
+        frames = reader.window(stamps[0], stamps[-1])
+    assert [f.stamp_ns for f in frames] == [stamps[i] for i in candidate_indices(stamps, 1.0)]
+    for frame in frames:
+        t = (frame.stamp_ns - CONFIG.start_ns) / NS_PER_S
+        assert frame.image.shape == (CONFIG.height, CONFIG.width, 3)
+        assert np.allclose(frame.pose.position, plan.trajectory.position(t), atol=1e-6)
+    odometry = read_bag(out / "bag").messages["/odom"]
+    assert len(odometry) == int(stamps[-1] - stamps[0]) * CONFIG.odom_hz // NS_PER_S + 1
+    # The camera walks on without jumps: odometry 0.1 s apart is never more than a stride apart.
+    positions = np.array([odom_pose(m).position for _, m in odometry])
+    assert np.linalg.norm(np.diff(positions, axis=0), axis=1).max() < 0.25
+
+
+def test_sightings_lie_within_the_mission_on_frame_stamps_and_within_visits(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    stamps = set(_frame_stamps(CONFIG))
+    visits = {r["room"]: r["visits"] for r in data["rooms"]}
+    seen = 0
+    for obj in data["objects"]:
+        for start, end in obj["sightings"]:
+            assert data["start_ns"] <= start <= end <= data["end_ns"]
+            assert start in stamps and end in stamps
+            # An object is seen only while the camera is in its room (halls are empty, walls opaque).
+            assert any(a <= start and end <= b for a, b in visits[obj["room"]])
+        seen += bool(obj["sightings"])
+    assert seen >= len(data["objects"]) // 2
+    assert [p["kind"] for p in data["pieces"]][:3] == [ROOM, HALL, ROOM]
+
+
+def test_rooms_lie_along_the_corridor_and_names_recur_in_far_apart_rooms(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    rooms = data["rooms"]
+    for a, b in zip(rooms, rooms[1:], strict=False):
+        gap = (b["offset"][0] - b["size"][0] / 2) - (a["offset"][0] + a["size"][0] / 2)
+        assert gap == pytest.approx(2.0, abs=1e-2)
+    assert data["recurring"]
+    names = {(o["room"], o["local_id"]): o["name"] for o in data["objects"]}
+    for planted in data["recurring"]:
+        name = names[(planted["room"], planted["local_id"])]
+        source = [n for (room, _), n in names.items() if room == planted["copies_room"]]
+        assert name in source
+        assert abs(planted["room"] - planted["copies_room"]) >= len(rooms) // 2
+
+
+def test_count_answers_are_the_distinct_objects_seen_of_the_category(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    counts = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_count"]
+    assert counts
+    for question in counts:
+        category = data["questions"][question.id]["category"]
+        seen = [o for o in data["objects"] if o["category"] == category and o["sightings"]]
+        assert question.answer == len(seen) and question.unit == "count"
+        assert sorted(question.objects) == sorted(o["id"] for o in seen)
+        assert len({o["room"] for o in seen}) >= 2
+        assert set(data["questions"][question.id]["evidence_objects"]) == {o["id"] for o in seen}
+
+
+def test_first_seen_evidence_is_far_apart_and_gives_the_answer(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    far_ns = max(MissionQuestionConfig().min_far_s, 0.2 * CONFIG.duration_s) * NS_PER_S
+    by_id = {o["id"]: o for o in data["objects"]}
+    questions = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_first_seen"]
+    assert questions
+    letters = []
+    for question in questions:
+        evidence = data["questions"][question.id]
+        (a0, a1), (b0, b1) = sorted(evidence["evidence"])
+        assert data["start_ns"] <= a0 and b1 <= data["end_ns"]
+        assert b0 - a1 >= far_ns
+        earlier = min(evidence["evidence_objects"], key=lambda o: by_id[o]["sightings"][0][0])
+        assert question.answer_text == by_id[earlier]["name"]
+        assert question.options[OPTION_LETTERS.index(question.answer)] == question.answer_text
+        # The first sighting of the name: no object of that name was seen before.
+        same_name = [o for o in data["objects"] if o["name"] == by_id[earlier]["name"] and o["sightings"]]
+        assert min(o["sightings"][0][0] for o in same_name) == a0
+        letters.append(question.answer)
+    assert max(letters.count(x) for x in "AB") - min(letters.count(x) for x in "AB") <= 1
+
+
+def test_last_seen_options_are_times_and_the_answer_is_the_last_sighting(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    by_id = {o["id"]: o for o in data["objects"]}
+    questions = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_last_seen"]
+    assert questions
+    for question in questions:
+        ((start, end),) = data["questions"][question.id]["evidence"]
+        name = by_id[question.objects[0]]["name"]
+        last = max(s[1] for o in data["objects"] if o["name"] == name for s in o["sightings"])
+        assert end == last
+        assert question.answer_text == format_mission_time((end - data["start_ns"]) / NS_PER_S)
+        times = [int(m) * 60 + int(s) for m, s in (o.split(":") for o in question.options)]
+        assert times == sorted(times) and len(set(times)) == 4
+        assert question.options[OPTION_LETTERS.index(question.answer)] == question.answer_text
+    ranks = [OPTION_LETTERS.index(q.answer) for q in questions]
+    assert max(ranks.count(r) for r in range(4)) - min(ranks.count(r) for r in range(4)) <= 1
+
+
+def test_route_answers_are_the_straight_line_between_first_sightings(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    trajectory = Trajectory.from_dict(data["trajectory"])
+    questions = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_route"]
+    assert questions
+    for question in questions:
+        evidence = data["questions"][question.id]
+        (a, _), (b, _) = evidence["evidence"]
+        ta, tb = ((s - data["start_ns"]) / NS_PER_S for s in (a, b))
+        metres = math.dist(trajectory.position(ta)[:2], trajectory.position(tb)[:2])
+        assert question.answer == pytest.approx(metres, abs=0.01) and question.unit == "m"
+        assert question.answer >= 3.0 and evidence["spread_m"] >= 0
+
+
+def test_each_piece_is_a_scene_the_ground_truth_perceiver_loads(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    plan = plan_mission(CONFIG)
+    by_local = {(o["room"], o["local_id"]): o for o in data["objects"]}
+    checked = 0
+    for entry in data["pieces"]:
+        perceiver = GroundTruthPerceiver(out / entry["scene"])
+        start, end = entry["interval"]
+        for stamp in [s for s in _frame_stamps(CONFIG) if start <= s <= end][::6]:
+            t = (stamp - CONFIG.start_ns) / NS_PER_S
+            pose = perceiver.views.pose_at(stamp)
+            expected = plan.piece_at(t).to_local(plan.trajectory.pose(t))
+            assert np.allclose(pose.position, expected.position, atol=1e-6)
+            views = perceiver.views.views(pose)
+            if entry["kind"] == HALL:
+                assert views == []
+                continue
+            # What the ground truth sees clearly at a frame, the mission's sightings hold at that frame.
+            for view in views:
+                if view.fraction >= 0.01:
+                    sightings = by_local[(entry["room"], view.id)]["sightings"]
+                    assert any(a <= stamp <= b for a, b in sightings)
+                    checked += 1
+    assert checked > 0
+
+
+def test_bad_settings_and_a_used_directory_are_refused(mission) -> None:
+    out, _ = mission
+    with pytest.raises(ConfigError, match="--minutes"):
+        MissionConfig(minutes=0)
+    with pytest.raises(ConfigError, match="--revisit-probability"):
+        MissionConfig(revisit_probability=1.0)
+    with pytest.raises(ConfigError, match="holds a mission already"):
+        write_mission(CONFIG, out)
