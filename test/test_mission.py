@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from embodied_r_training.data.bag_reader import BagReader
-from embodied_r_training.synth.ground_truth import GroundTruthPerceiver
+from embodied_r_training.synth.ground_truth import GroundTruthError, GroundTruthPerceiver
 from embodied_r_training.synth.mission import HALL, ROOM, MissionConfig, plan_mission
+from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth, is_mission_file
 from embodied_r_training.synth.mission_questions import (
     KINDS,
     MissionQuestionConfig,
@@ -24,8 +25,9 @@ from embodied_r_training.synth.trajectory import Trajectory
 from synth_helpers import odom_pose, read_bag
 
 from embodied_r_ros.config import ConfigError
-from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.keyframes import candidate_indices
+from embodied_r_ros.frames import NS_PER_S, Frame
+from embodied_r_ros.keyframes import KeyFrame, candidate_indices
+from embodied_r_ros.memory_describer import AGNOSTIC_QUESTION as AGNOSTIC
 from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import read_questions
 
@@ -221,6 +223,33 @@ def test_each_piece_is_a_scene_the_ground_truth_perceiver_loads(mission) -> None
                     assert any(a <= stamp <= b for a, b in sightings)
                     checked += 1
     assert checked > 0
+
+
+def test_the_mission_perceiver_routes_each_key_frame_to_its_piece(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    perceiver = MissionGroundTruth(out / "mission.json")
+    assert perceiver.label == "ground-truth:mission.json" and is_mission_file(out / "mission.json")
+    image = np.zeros((8, 8, 3), np.uint8)
+    rooms = [p for p in data["pieces"] if p["kind"] == ROOM]
+    first, second = rooms[0], rooms[1]
+    stamps = _frame_stamps(CONFIG)
+    inside = [[s for s in stamps if p["interval"][0] <= s < p["interval"][1]] for p in (first, second)]
+    chosen = [inside[0][0], inside[0][len(inside[0]) // 2], inside[1][0], inside[1][-1]]
+    keyframes = [KeyFrame(Frame(image, s), i) for i, s in enumerate(chosen)]
+    replies = perceiver.replies_for(keyframes, AGNOSTIC)
+    # Within a piece: as that piece's own scene perceiver says it.
+    alone = GroundTruthPerceiver(out / first["scene"]).replies_for(keyframes[:2], AGNOSTIC)
+    assert replies[:2] == alone
+    # Into the next room: the true motion on the mission's path, then what is in view, as a first frame.
+    room_two = GroundTruthPerceiver(out / second["scene"]).replies_for(keyframes[2:], AGNOSTIC)
+    assert replies[2].startswith("Action: ") and replies[2].endswith("\nObservation: " + room_two[0])
+    assert replies[3] == room_two[1]
+    described = perceiver.describe(keyframes, AGNOSTIC)
+    assert [d.index for d in described] == [0, 1, 2, 3]
+    with pytest.raises(GroundTruthError, match="outside mission"):
+        perceiver.replies_for([KeyFrame(Frame(image, data["end_ns"] + NS_PER_S), 0)], AGNOSTIC)
+    assert not is_mission_file(out / first["scene"])
 
 
 def test_bad_settings_and_a_used_directory_are_refused(mission) -> None:

@@ -14,6 +14,7 @@ from embodied_r_ros.perceivers import PerceiverRegistry
 from embodied_r_ros.perception import ImageEncoder
 
 from .synth.ground_truth import DESCRIPTION, GroundTruthError, GroundTruthPerceiver
+from .synth.mission_ground_truth import MissionGroundTruth, is_mission_file
 
 GROUND_TRUTH = "ground_truth"  # its name for perception.perceiver
 
@@ -26,16 +27,19 @@ class GroundTruthKeyFrames(GroundTruthPerceiver):
         return None
 
 
-def ground_truth_perceiver(config: PipelineConfig) -> GroundTruthKeyFrames:
-    """Ground-truth perception of the scene ``config.perception.scene``; raises :class:`BackendError` naming
-    the setting and the fix when there is no usable scene file."""
+def ground_truth_perceiver(config: PipelineConfig) -> GroundTruthKeyFrames | MissionGroundTruth:
+    """Ground-truth perception of the scene ``config.perception.scene`` (a scene.json, or a long mission's
+    mission.json: :class:`MissionGroundTruth`); raises :class:`BackendError` naming the setting and the fix
+    when there is no usable scene file."""
     scene = config.perception.scene
     if not scene.strip():
         raise BackendError(
             f"perception.perceiver {GROUND_TRUTH} needs perception.scene = the scene.json that `embodied-r "
-            "synth` wrote beside the bag (scene_NNNN/scene.json)"
+            "synth` wrote beside the bag (scene_NNNN/scene.json), or a mission's mission.json"
         )
     try:
+        if is_mission_file(scene):
+            return MissionGroundTruth(scene)
         return GroundTruthKeyFrames(scene)
     except GroundTruthError as exc:
         where = f"perception.scene = {scene!r}"
