@@ -13,6 +13,8 @@ With a durable memory (:class:`~embodied_r_ros.memory_store.MemoryStore`), every
 stores goes there too, with its decision, and so do the poses; a window that reaches before what RAM holds
 (``buffer.history_s``, a reset that kept the memory, a restart) is answered from the memory (see
 :meth:`RobotHistory.keyframes`). ``clear`` forgets RAM only: clearing the memory is the caller's choice.
+A history over a memory opened for reading only (:class:`~embodied_r_ros.memory_store.ReadOnlyMemory`)
+answers from it as a restarted node does, and writes nothing to it (``embodied-r prepare``).
 
 Threads: one camera thread calls ``add_frame``, one odometry thread ``add_pose``; ``keyframes`` and
 ``clear`` may come from others. ``keyframes`` and ``clear`` hold the history's lock; ``add_frame`` does
@@ -41,7 +43,7 @@ from .keyframes import (
     _Decision,
 )
 from .memory_search import REASON_RETRIEVED, Interval, SearchSettings, search_intervals, spread_indices
-from .memory_store import MemoryStore, MemoryStoreError, StoredCandidate
+from .memory_store import MemoryReader, MemoryStore, MemoryStoreError, StoredCandidate
 from .pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard
 from .text_embedding import TextEmbedder
@@ -117,8 +119,8 @@ class DecisionReportingSelector(StreamingKeyFrameSelector):
 class RobotHistory:
     """Frames, key-frame decisions and poses of one camera stream (see the module docstring).
 
-    ``memory``: the durable memory the candidates and poses also go to (None: RAM only); its owner opens,
-    clears and closes it.
+    ``memory``: the durable memory the candidates and poses also go to (None: RAM only; a reader that is
+    not a :class:`MemoryStore`: answered from, never written to); its owner opens, clears and closes it.
     """
 
     def __init__(
@@ -128,7 +130,7 @@ class RobotHistory:
         jump_back_reset_s: float = 0.0,
         odometry_max_gap_s: float = 0.5,
         pose_capacity: int = POSE_CAPACITY,
-        memory: MemoryStore | None = None,
+        memory: MemoryReader | None = None,
     ) -> None:
         self.history_s = buffer.history_s
         self.keyframe_config = keyframes
@@ -177,7 +179,7 @@ class RobotHistory:
                 stored = True
             except ClipBufferError as exc:
                 store_error = str(exc)
-            if stored and self.memory is not None:
+            if stored and isinstance(self.memory, MemoryStore):
                 self._remember(stamp, frame_id)
         self._latest = frame
         self._newest_ns = stamp
@@ -205,19 +207,19 @@ class RobotHistory:
         added = self.poses.add(stamp_ns, pose)
         if newest is None or stamp_ns > newest:
             self._newest_pose_ns = stamp_ns
-        if added and self.memory is not None:
+        if added and isinstance(self.memory, MemoryStore):
             self.memory.add_pose(stamp_ns, pose)
         return added
 
     def _remember(self, stamp_ns: int, frame_id: str) -> None:
         """Queue the candidate just stored, as the buffer stores it, with its decision, for the memory."""
-        decision = self.selector.last_decision()
+        memory, decision = self.memory, self.selector.last_decision()
         payload = self.buffer.payload(stamp_ns)
-        if self.memory is None or decision is None or decision.stamp_ns != stamp_ns or payload is None:
+        if not isinstance(memory, MemoryStore) or decision is None or decision.stamp_ns != stamp_ns:
             return
-        self.memory.add_candidate(
-            stamp_ns, decision.kept, decision.overlap, decision.reason, payload, frame_id
-        )
+        if payload is not None:
+            kept, overlap, reason = decision.kept, decision.overlap, decision.reason
+            memory.add_candidate(stamp_ns, kept, overlap, reason, payload, frame_id)
 
     def clear(self) -> tuple[int, int]:
         """Forget frames, key-frame decisions and poses; returns (frames, decisions) dropped."""
@@ -250,7 +252,7 @@ class RobotHistory:
         :class:`~embodied_r_ros.windows.WindowError` for a window outside the history; the list is empty
         when the window holds no frame."""
         memory = self.memory
-        if memory is not None and memory.enabled and self._reaches_before_ram(window, default_s):
+        if memory is not None and memory.readable and self._reaches_before_ram(window, default_s):
             memory.flush(MEMORY_FLUSH_S)  # the newest candidates and poses, still queued, belong to it
             try:
                 found = self._keyframes_from_memory(window, default_s, memory)
@@ -286,7 +288,7 @@ class RobotHistory:
         return window.bounds(default_s, ram[1])[0] < ram[0]
 
     def _keyframes_from_memory(
-        self, window: Window, default_s: float, memory: MemoryStore
+        self, window: Window, default_s: float, memory: MemoryReader
     ) -> WindowKeyFrames | None:
         """The key frames of ``window`` from the memory; None when it holds nothing older than RAM.
 
@@ -304,16 +306,7 @@ class RobotHistory:
             if span is None or (ram is not None and span[0] >= ram[0]):
                 return None
             newest = span[1] if ram is None else ram[1]
-            budget_mb = memory.budget_bytes / 2**20
-            start, end = window.resolve(
-                default_s,
-                span[0],
-                newest,
-                self.history_s,
-                held=f"its memory holds the stream since its stamps last jumped back, within memory."
-                f"disk_budget_mb = {budget_mb:g} MB, and a reset clears it unless memory.keep_on_reset",
-                fix="raise memory.disk_budget_mb",
-            )
+            start, end = window.resolve(default_s, span[0], newest, self.history_s, **_memory_bounds(memory))
             records = [
                 _Decision(c.stamp_ns, c.kept, c.overlap, c.reason, None)
                 for c in memory.candidates(start, end)
@@ -349,7 +342,7 @@ class RobotHistory:
         Raises :class:`MemorySearchError` when the memory is off, holds no frame, or none of its key
         frames is described yet, and :class:`~embodied_r_ros.windows.WindowError` for a window outside it."""
         memory = self.memory
-        if memory is None or not memory.enabled:
+        if memory is None or not memory.readable:
             problem = memory.status().problem if memory is not None else "memory.enabled is false"
             raise MemorySearchError(f"cannot search the memory: it is off ({problem}); ask about a window")
         memory.flush(MEMORY_FLUSH_S)
@@ -381,7 +374,7 @@ class RobotHistory:
         clamp to [``keyframes.min_keyframes``, ``keyframes.max_keyframes``] (:func:`spread_indices`).
         Raises :class:`~embodied_r_ros.memory_store.MemoryStoreError` when the memory is off or closed."""
         memory = self.memory
-        if memory is None or not memory.enabled:
+        if memory is None or not memory.readable:
             raise MemoryStoreError("the durable memory is off (memory.enabled false, or it failed to open)")
         config = self.keyframe_config
         records: list[StoredCandidate] = []
@@ -441,7 +434,7 @@ class RobotHistory:
             stored = self.stored_frame(keyframe.frame.stamp_ns)
         return keyframe if stored is None else dataclasses.replace(keyframe, frame=stored)
 
-    def _with_pose(self, keyframe: KeyFrame, memory: MemoryStore | None = None) -> KeyFrame:
+    def _with_pose(self, keyframe: KeyFrame, memory: MemoryReader | None = None) -> KeyFrame:
         """The key frame with the pose at its stamp: from RAM, else (given ``memory``) from the memory."""
         pose = self.poses.pose_at(keyframe.frame.stamp_ns)
         if pose is None and memory is not None:
@@ -449,3 +442,18 @@ class RobotHistory:
         if pose is None:
             return keyframe
         return dataclasses.replace(keyframe, frame=dataclasses.replace(keyframe.frame, pose=pose))
+
+
+def _memory_bounds(memory: MemoryReader) -> dict[str, str]:
+    """What bounds the memory's history and how to reach further back (for a window before it)."""
+    if isinstance(memory, MemoryStore):
+        return dict(
+            held=f"its memory holds the stream since its stamps last jumped back, within memory."
+            f"disk_budget_mb = {memory.budget_bytes / 2**20:g} MB, and a reset clears it unless "
+            "memory.keep_on_reset",
+            fix="raise memory.disk_budget_mb",
+        )
+    return dict(
+        held=f"memory store {memory.path} holds the stream since its stamps last jumped back",
+        fix="choose an interval the store holds",
+    )

@@ -39,6 +39,10 @@ Failures are never fatal: a file that is not a readable store (corrupt, another 
 moved aside as ``NAME.corrupt-TIME`` and a fresh store starts; a path that cannot be written, or a full
 disk, disables the store with a message naming the path and the fix (:attr:`MemoryStatus.problem`), and
 the node answers from its RAM history alone.
+
+Reading only (:class:`ReadOnlyMemory`, for ``embodied-r prepare``): the same queries
+(:class:`MemoryReader`, one implementation each) on a file opened read-only, never changed, refused while
+a node holds it.
 """
 
 from __future__ import annotations
@@ -253,8 +257,236 @@ def memory_path(configured: str, node_name: str, environ: Mapping[str, str] | No
     return path if path.is_absolute() else default.parent / path
 
 
-class MemoryStore:
-    """The durable memory in one SQLite file (see the module docstring).
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's error says the file is damaged or no database at all."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPT_CODES or "malformed" in str(exc)
+
+
+def _store_problem(db: sqlite3.Connection) -> str:
+    """Why the database on ``db`` is not a readable store of ours ("" when it is); raises sqlite3.Error
+    when SQLite cannot read it at all."""
+    check = db.execute("PRAGMA quick_check").fetchone()[0]
+    if check != "ok":
+        return f"integrity check failed: {check}"
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        return f"not an embodied_r memory store (tables: {', '.join(sorted(tables)) or 'none'})"
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        return f"schema version {row[0] if row else 'missing'}, this node writes {SCHEMA_VERSION}"
+    return ""
+
+
+def _counts(db: sqlite3.Connection, path: Path) -> dict[str, Any]:
+    """The :class:`MemoryStatus` fields read from the file: the current timeline (the newest), its span and
+    the counts over every timeline."""
+    frames, keyframes = db.execute("SELECT COUNT(*), COALESCE(SUM(kept), 0) FROM frames").fetchone()
+    timeline = max(
+        db.execute(f"SELECT COALESCE(MAX(timeline), 0) FROM {table}").fetchone()[0]
+        for table in ("frames", "poses", "descriptions")
+    )
+    oldest, newest = db.execute(
+        "SELECT MIN(stamp_ns), MAX(stamp_ns) FROM frames WHERE timeline = ?", (timeline,)
+    ).fetchone()
+    return dict(
+        timeline=timeline,
+        oldest_ns=oldest,
+        newest_ns=newest,
+        frames=frames,
+        keyframes=keyframes,
+        poses=db.execute("SELECT COUNT(*) FROM poses").fetchone()[0],
+        descriptions=db.execute("SELECT COUNT(*) FROM descriptions").fetchone()[0],
+        size_bytes=_size_on_disk(path),
+    )
+
+
+def _lock_path(path: Path) -> Path:
+    """``NAME.lock``: the node holds an exclusive lock on it while the store is open."""
+    return path.with_name(path.name + ".lock")
+
+
+def _flock(fd: int, operation: int) -> bool:
+    """Take ``operation`` (LOCK_EX, LOCK_SH) on ``fd`` without waiting; False, with ``fd`` closed, when
+    another process holds a lock that conflicts."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    return True
+
+
+def _size_on_disk(path: Path) -> int:
+    """The file and its write-ahead log, in bytes."""
+    total = 0
+    for suffix in ("", "-wal"):
+        try:
+            total += os.stat(str(path) + suffix).st_size
+        except OSError:
+            pass
+    return total
+
+
+class MemoryReader:
+    """The read queries of a memory store's file (the one implementation of each), on one read connection.
+
+    :class:`MemoryStore` (the node's, with its writer thread) and :class:`ReadOnlyMemory` (a file opened for
+    reading only) open the connection; :class:`~embodied_r_ros.history.RobotHistory` answers windows from
+    either. ``budget_bytes``: the disk budget the file is kept within (0: unknown, read only).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], budget_bytes: int) -> None:
+        self.path = Path(path)
+        self.budget_bytes = budget_bytes
+        self._status_lock = threading.Lock()
+        self._status = MemoryStatus(str(self.path), budget_bytes)
+        self._read_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
+
+    @property
+    def readable(self) -> bool:
+        """Whether questions may be answered from it (open)."""
+        with self._read_lock:
+            return self._reader is not None
+
+    def status(self) -> MemoryStatus:
+        """What the store holds (cheap: counters, no query)."""
+        with self._status_lock:
+            return self._status
+
+    def _update(self, **changes: Any) -> None:
+        with self._status_lock:
+            self._status = replace(self._status, **changes)
+
+    def flush(self, timeout_s: float = CONTROL_TIMEOUT_S) -> bool:
+        """Wait until every row queued so far is committed: a reader queues none (True while open)."""
+        return self.readable
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def _read(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._read_lock:
+            if self._reader is None:
+                raise MemoryStoreError(f"memory store {self.path} is closed")
+            try:
+                return self._reader.execute(sql, parameters).fetchall()
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"memory store {self.path} cannot be read: {exc}") from exc
+
+    def span(self) -> tuple[int, int] | None:
+        """(oldest, newest) committed candidate stamps of the current timeline; None when it has none."""
+        status = self.status()
+        if status.oldest_ns is None or status.newest_ns is None:
+            return None
+        return status.oldest_ns, status.newest_ns
+
+    def candidates(self, start_ns: int, end_ns: int) -> list[StoredCandidate]:
+        """The current timeline's candidates stamped in [start_ns, end_ns], oldest first (no images)."""
+        rows = self._read(
+            "SELECT stamp_ns, kept, overlap, reason FROM frames "
+            "WHERE timeline = ? AND stamp_ns BETWEEN ? AND ? ORDER BY stamp_ns",
+            (self.status().timeline, int(start_ns), int(end_ns)),
+        )
+        return [StoredCandidate(stamp, bool(kept), overlap, reason) for stamp, kept, overlap, reason in rows]
+
+    def frame(self, stamp_ns: int) -> StoredFrame | None:
+        """The current timeline's candidate stamped exactly ``stamp_ns``, decoded (None when not stored)."""
+        rows = self._read(
+            "SELECT encoding, width, height, image, frame_id FROM frames WHERE timeline = ? AND stamp_ns = ?",
+            (self.status().timeline, int(stamp_ns)),
+        )
+        if not rows:
+            return None
+        encoding, width, height, blob, frame_id = rows[0]
+        payload = np.frombuffer(blob, dtype=np.uint8)
+        if encoding == "rgb8":
+            payload = payload.reshape(height, width, 3)
+        return StoredFrame(int(stamp_ns), decode_payload(payload, int(stamp_ns)), frame_id)
+
+    def pose_at(self, stamp_ns: int, max_gap_s: float) -> Pose | None:
+        """The pose at ``stamp_ns`` interpolated between the stored samples around it, exactly as the RAM
+        pose history does (:meth:`~embodied_r_ros.pose_history.PoseHistory.pose_at`)."""
+        timeline, stamp = self.status().timeline, int(stamp_ns)
+        around = self._read(
+            f"SELECT * FROM (SELECT {_POSE_COLUMNS} FROM poses WHERE timeline = ? AND stamp_ns <= ? "
+            "ORDER BY stamp_ns DESC LIMIT 1) UNION "
+            f"SELECT * FROM (SELECT {_POSE_COLUMNS} FROM poses WHERE timeline = ? AND stamp_ns >= ? "
+            "ORDER BY stamp_ns LIMIT 1)",
+            (timeline, stamp, timeline, stamp),
+        )
+        samples = PoseHistory(capacity=2, max_gap_s=max_gap_s)
+        for row in sorted(around):
+            samples.add(int(row[0]), Pose(position=tuple(row[1:4]), orientation=tuple(row[4:8])))
+        return samples.pose_at(stamp)
+
+    def descriptions(self, start_ns: int, end_ns: int) -> list[StoredDescription]:
+        """The current timeline's descriptions of frames stamped in [start_ns, end_ns], oldest first."""
+        rows = self._read(
+            "SELECT stamp_ns, text, model, question_agnostic, question FROM descriptions WHERE timeline = ? "
+            "AND stamp_ns BETWEEN ? AND ? ORDER BY stamp_ns, id",
+            (self.status().timeline, int(start_ns), int(end_ns)),
+        )
+        return [StoredDescription(s, t, m, bool(a), q) for s, t, m, a, q in rows]
+
+    def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
+        """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
+        question-agnostic description yet, newest first (what a robot is asked about most)."""
+        timeline = self.status().timeline
+        rows = self._read(
+            "SELECT stamp_ns FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
+            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            "d.question_agnostic = 1) ORDER BY stamp_ns DESC LIMIT ?",
+            (timeline, int(limit)),
+        )
+        return timeline, [int(r[0]) for r in rows]
+
+    def undescribed_count(self) -> int:
+        """How many key frames of the current timeline wait for a question-agnostic description."""
+        rows = self._read(
+            "SELECT COUNT(*) FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
+            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            "d.question_agnostic = 1)",
+            (self.status().timeline,),
+        )
+        return int(rows[0][0])
+
+    def search(
+        self, query: np.ndarray, embedding_model: str, start_ns: int, end_ns: int, k: int
+    ) -> list[SearchHit]:
+        """The ``k`` question-agnostic descriptions of the current timeline stamped in [start_ns, end_ns]
+        whose embeddings (by ``embedding_model``, unit length) are closest to ``query`` (cosine), best first;
+        one hit per frame. Scans the vectors in chunks, so RAM stays flat however long the mission."""
+        query = np.asarray(query, dtype=np.float32).ravel()
+        timeline = self.status().timeline
+        best: dict[int, SearchHit] = {}
+        last_id = 0
+        while True:
+            rows = self._read(
+                "SELECT id, stamp_ns, text, embedding FROM descriptions WHERE timeline = ? AND stamp_ns "
+                "BETWEEN ? AND ? AND question_agnostic = 1 AND embedding_model = ? AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (timeline, int(start_ns), int(end_ns), embedding_model, last_id, SEARCH_CHUNK),
+            )
+            if not rows:
+                break
+            last_id = rows[-1][0]
+            vectors = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows])
+            if vectors.shape[1] != query.size:
+                raise MemoryStoreError(
+                    f"memory store {self.path}: embeddings by {embedding_model!r} have {vectors.shape[1]} "
+                    f"dimensions, the query {query.size}"
+                )
+            scores = vectors @ query
+            for (_, stamp, text, _), score in zip(rows, scores, strict=True):
+                if stamp not in best or score > best[stamp].score:
+                    best[stamp] = SearchHit(int(stamp), float(score), text)
+            if len(best) > 4 * k:  # keep the working set small
+                best = {h.stamp_ns: h for h in sorted(best.values(), key=lambda h: -h.score)[:k]}
+        return sorted(best.values(), key=lambda h: -h.score)[:k]
+
+
+class MemoryStore(MemoryReader):
+    """The durable memory in one SQLite file (see the module docstring), written and read.
 
     Opening never raises for the file's sake: check :attr:`enabled` and :meth:`status` (``problem``,
     ``moved_aside``). ``on_problem`` hears, once, from the writer thread, why a store that was writing
@@ -275,15 +507,10 @@ class MemoryStore:
     ) -> None:
         if not disk_budget_mb > 0:
             raise ValueError(f"memory.disk_budget_mb must be > 0, got {disk_budget_mb}")
-        self.path = Path(path)
-        self.budget_bytes = int(disk_budget_mb * 2**20)
+        super().__init__(path, int(disk_budget_mb * 2**20))
         self.commit_s, self.commit_rows = commit_s, commit_rows
         self._on_problem = on_problem
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_items)
-        self._status_lock = threading.Lock()
-        self._status = MemoryStatus(str(self.path), self.budget_bytes)
-        self._read_lock = threading.Lock()
-        self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
         self._lock_file: int | None = None
         self._thread: threading.Thread | None = None
@@ -302,7 +529,7 @@ class MemoryStore:
                 self._writer.execute(f"PRAGMA max_page_count = {int(max_page_count)}")
             self._reader = sqlite3.connect(self.path, check_same_thread=False)
             self._reader.execute("PRAGMA query_only = 1")
-            self._update(moved_aside=moved, enabled=True, **self._load_counts())
+            self._update(moved_aside=moved, enabled=True, **_counts(self._writer, self.path))
         except (OSError, sqlite3.Error, MemoryStoreError) as exc:
             self._close_connections()
             self._update(enabled=False, problem=self._explain(exc))
@@ -313,12 +540,9 @@ class MemoryStore:
     def _take_lock(self) -> int:
         """An exclusive lock on ``NAME.lock`` for the store's life: a second node (or process) on the same
         file is refused instead of interleaving its frames."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock_path = _lock_path(self.path)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        if not _flock(fd, fcntl.LOCK_EX):
             raise MemoryStoreError(
                 f"memory store {self.path} is in use by another node or process ({lock_path} is locked); "
                 "give each node its own memory.path (the default is one file per node name)"
@@ -351,22 +575,13 @@ class MemoryStore:
         try:
             db = sqlite3.connect(self.path)
             try:
-                check = db.execute("PRAGMA quick_check").fetchone()[0]
-                if check != "ok":
-                    return f"integrity check failed: {check}"
-                tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if "meta" not in tables:
-                    return f"not an embodied_r memory store (tables: {', '.join(sorted(tables)) or 'none'})"
-                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                if row is None or row[0] != SCHEMA_VERSION:
-                    return f"schema version {row[0] if row else 'missing'}, this node writes {SCHEMA_VERSION}"
+                return _store_problem(db)
             finally:
                 db.close()
         except sqlite3.Error as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPT_CODES or "malformed" in str(exc):
+            if _is_corrupt(exc):
                 return f"unreadable: {exc}"
             raise  # cannot open it at all (permissions): the caller disables the store
-        return ""
 
     def _move_aside(self, problem: str) -> str:
         """Rename the file (and its -wal, -shm) to ``NAME.corrupt-TIME``; returns the message to log."""
@@ -378,28 +593,6 @@ class MemoryStore:
             if side.exists():
                 side.rename(target.with_name(target.name + suffix))
         return f"memory store {self.path} was set aside as {target} ({problem}); a fresh store starts"
-
-    def _load_counts(self) -> dict[str, Any]:
-        db = self._writer
-        assert db is not None
-        frames, keyframes = db.execute("SELECT COUNT(*), COALESCE(SUM(kept), 0) FROM frames").fetchone()
-        timeline = max(
-            db.execute(f"SELECT COALESCE(MAX(timeline), 0) FROM {table}").fetchone()[0]
-            for table in ("frames", "poses", "descriptions")
-        )
-        oldest, newest = db.execute(
-            "SELECT MIN(stamp_ns), MAX(stamp_ns) FROM frames WHERE timeline = ?", (timeline,)
-        ).fetchone()
-        return dict(
-            timeline=timeline,
-            oldest_ns=oldest,
-            newest_ns=newest,
-            frames=frames,
-            keyframes=keyframes,
-            poses=db.execute("SELECT COUNT(*) FROM poses").fetchone()[0],
-            descriptions=db.execute("SELECT COUNT(*) FROM descriptions").fetchone()[0],
-            size_bytes=self._size_on_disk(),
-        )
 
     def _explain(self, exc: BaseException) -> str:
         """The message for a store that cannot write: what happened, the path, the fix."""
@@ -425,14 +618,15 @@ class MemoryStore:
         with self._status_lock:
             return self._status.enabled
 
+    @property
+    def readable(self) -> bool:
+        """Whether questions may be answered from it: while it is open and writing (:attr:`enabled`)."""
+        return self.enabled
+
     def status(self) -> MemoryStatus:
         """What the store holds now (cheap: counters kept by the writer, no query)."""
         with self._status_lock:
             return replace(self._status, backlog=self._queue.qsize())
-
-    def _update(self, **changes: Any) -> None:
-        with self._status_lock:
-            self._status = replace(self._status, **changes)
 
     def _disable(self, exc: BaseException) -> None:
         """Stop writing for good (from the writer thread); say why once."""
@@ -635,7 +829,7 @@ class MemoryStore:
                     descriptions=s.descriptions + len(descriptions),
                 )
             self._keep_budget()
-            self._update(size_bytes=self._size_on_disk())
+            self._update(size_bytes=_size_on_disk(self.path))
         except sqlite3.Error as exc:
             self._disable(exc)
 
@@ -731,7 +925,7 @@ class MemoryStore:
             self._last_pose_ns = None
             self._update(
                 oldest_ns=None, newest_ns=None, frames=0, keyframes=0, poses=0, descriptions=0,
-                size_bytes=self._size_on_disk(),
+                size_bytes=_size_on_disk(self.path),
             )  # fmt: skip
         except sqlite3.Error as exc:
             self._disable(exc)
@@ -744,133 +938,88 @@ class MemoryStore:
             except sqlite3.Error:
                 pass  # the next checkpoint does it
 
-    def _size_on_disk(self) -> int:
-        total = 0
-        for suffix in ("", "-wal"):
-            try:
-                total += os.stat(str(self.path) + suffix).st_size
-            except OSError:
-                pass
-        return total
 
-    # ------------------------------------------------------------------------------------------ reads
+class ReadOnlyMemory(MemoryReader):
+    """A memory store's file opened for reading only (``embodied-r prepare`` trains from it): no writer, no
+    eviction, nothing moved aside, and the file and its directory left as they were.
 
-    def _read(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._read_lock:
-            if self._reader is None:
-                raise MemoryStoreError(f"memory store {self.path} is closed")
-            try:
-                return self._reader.execute(sql, parameters).fetchall()
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"memory store {self.path} cannot be read: {exc}") from exc
+    A store the node closed has no write-ahead log: it is read as an immutable file (SQLite creates no
+    ``-wal``/``-shm`` beside it). One a node left behind without closing it (``kill -9``) still has its
+    ``-wal``, which holds committed rows: it is read with the log, which stays as it was (SQLite may add
+    its index file ``NAME-shm``). While reading, a shared lock on the node's ``NAME.lock`` (when there is
+    one) keeps a node from opening the file for writing.
 
-    def span(self) -> tuple[int, int] | None:
-        """(oldest, newest) committed candidate stamps of the current timeline; None when it has none."""
-        status = self.status()
-        if status.oldest_ns is None or status.newest_ns is None:
-            return None
-        return status.oldest_ns, status.newest_ns
+    Raises :class:`MemoryStoreError` naming the file and the fix when it does not exist, a running node
+    holds it, or it is not a readable memory store. Use as a context manager, or :meth:`close` it.
+    """
 
-    def candidates(self, start_ns: int, end_ns: int) -> list[StoredCandidate]:
-        """The current timeline's candidates stamped in [start_ns, end_ns], oldest first (no images)."""
-        rows = self._read(
-            "SELECT stamp_ns, kept, overlap, reason FROM frames "
-            "WHERE timeline = ? AND stamp_ns BETWEEN ? AND ? ORDER BY stamp_ns",
-            (self.status().timeline, int(start_ns), int(end_ns)),
-        )
-        return [StoredCandidate(stamp, bool(kept), overlap, reason) for stamp, kept, overlap, reason in rows]
-
-    def frame(self, stamp_ns: int) -> StoredFrame | None:
-        """The current timeline's candidate stamped exactly ``stamp_ns``, decoded (None when not stored)."""
-        rows = self._read(
-            "SELECT encoding, width, height, image, frame_id FROM frames WHERE timeline = ? AND stamp_ns = ?",
-            (self.status().timeline, int(stamp_ns)),
-        )
-        if not rows:
-            return None
-        encoding, width, height, blob, frame_id = rows[0]
-        payload = np.frombuffer(blob, dtype=np.uint8)
-        if encoding == "rgb8":
-            payload = payload.reshape(height, width, 3)
-        return StoredFrame(int(stamp_ns), decode_payload(payload, int(stamp_ns)), frame_id)
-
-    def pose_at(self, stamp_ns: int, max_gap_s: float) -> Pose | None:
-        """The pose at ``stamp_ns`` interpolated between the stored samples around it, exactly as the RAM
-        pose history does (:meth:`~embodied_r_ros.pose_history.PoseHistory.pose_at`)."""
-        timeline, stamp = self.status().timeline, int(stamp_ns)
-        around = self._read(
-            f"SELECT * FROM (SELECT {_POSE_COLUMNS} FROM poses WHERE timeline = ? AND stamp_ns <= ? "
-            "ORDER BY stamp_ns DESC LIMIT 1) UNION "
-            f"SELECT * FROM (SELECT {_POSE_COLUMNS} FROM poses WHERE timeline = ? AND stamp_ns >= ? "
-            "ORDER BY stamp_ns LIMIT 1)",
-            (timeline, stamp, timeline, stamp),
-        )
-        samples = PoseHistory(capacity=2, max_gap_s=max_gap_s)
-        for row in sorted(around):
-            samples.add(int(row[0]), Pose(position=tuple(row[1:4]), orientation=tuple(row[4:8])))
-        return samples.pose_at(stamp)
-
-    def descriptions(self, start_ns: int, end_ns: int) -> list[StoredDescription]:
-        """The current timeline's descriptions of frames stamped in [start_ns, end_ns], oldest first."""
-        rows = self._read(
-            "SELECT stamp_ns, text, model, question_agnostic, question FROM descriptions WHERE timeline = ? "
-            "AND stamp_ns BETWEEN ? AND ? ORDER BY stamp_ns, id",
-            (self.status().timeline, int(start_ns), int(end_ns)),
-        )
-        return [StoredDescription(s, t, m, bool(a), q) for s, t, m, a, q in rows]
-
-    def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
-        """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
-        question-agnostic description yet, newest first (what a robot is asked about most)."""
-        timeline = self.status().timeline
-        rows = self._read(
-            "SELECT stamp_ns FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
-            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
-            "d.question_agnostic = 1) ORDER BY stamp_ns DESC LIMIT ?",
-            (timeline, int(limit)),
-        )
-        return timeline, [int(r[0]) for r in rows]
-
-    def undescribed_count(self) -> int:
-        """How many key frames of the current timeline wait for a question-agnostic description."""
-        rows = self._read(
-            "SELECT COUNT(*) FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
-            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
-            "d.question_agnostic = 1)",
-            (self.status().timeline,),
-        )
-        return int(rows[0][0])
-
-    def search(
-        self, query: np.ndarray, embedding_model: str, start_ns: int, end_ns: int, k: int
-    ) -> list[SearchHit]:
-        """The ``k`` question-agnostic descriptions of the current timeline stamped in [start_ns, end_ns]
-        whose embeddings (by ``embedding_model``, unit length) are closest to ``query`` (cosine), best first;
-        one hit per frame. Scans the vectors in chunks, so RAM stays flat however long the mission."""
-        query = np.asarray(query, dtype=np.float32).ravel()
-        timeline = self.status().timeline
-        best: dict[int, SearchHit] = {}
-        last_id = 0
-        while True:
-            rows = self._read(
-                "SELECT id, stamp_ns, text, embedding FROM descriptions WHERE timeline = ? AND stamp_ns "
-                "BETWEEN ? AND ? AND question_agnostic = 1 AND embedding_model = ? AND id > ? "
-                "ORDER BY id LIMIT ?",
-                (timeline, int(start_ns), int(end_ns), embedding_model, last_id, SEARCH_CHUNK),
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, 0)
+        if not self.path.is_file():
+            raise MemoryStoreError(
+                f"memory store {self.path} does not exist (or is not a file); a node keeps its memory in "
+                "$ROS_HOME/embodied_r/<node name>.sqlite (memory.path)"
             )
-            if not rows:
-                break
-            last_id = rows[-1][0]
-            vectors = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows])
-            if vectors.shape[1] != query.size:
-                raise MemoryStoreError(
-                    f"memory store {self.path}: embeddings by {embedding_model!r} have {vectors.shape[1]} "
-                    f"dimensions, the query {query.size}"
-                )
-            scores = vectors @ query
-            for (_, stamp, text, _), score in zip(rows, scores, strict=True):
-                if stamp not in best or score > best[stamp].score:
-                    best[stamp] = SearchHit(int(stamp), float(score), text)
-            if len(best) > 4 * k:  # keep the working set small
-                best = {h.stamp_ns: h for h in sorted(best.values(), key=lambda h: -h.score)[:k]}
-        return sorted(best.values(), key=lambda h: -h.score)[:k]
+        self._lock_file = self._share_lock()
+        try:
+            self._reader = self._connect()
+            self._update(**_counts(self._reader, self.path))
+        except BaseException:
+            self.close()
+            raise
+
+    def _share_lock(self) -> int | None:
+        """A shared lock on the node's ``NAME.lock`` (None when there is none: a copied file); refused while
+        a node holds it."""
+        lock_path = _lock_path(self.path)
+        try:
+            fd = os.open(lock_path, os.O_RDONLY)
+        except OSError:
+            return None  # none (a copied file, never opened by a node here), or another user's
+        if not _flock(fd, fcntl.LOCK_SH):
+            raise MemoryStoreError(
+                f"memory store {self.path} is in use by a running node ({lock_path} is locked): stop the "
+                "node (or clean it up: that closes its memory), or copy the store while it runs with "
+                f'`sqlite3 {self.path} ".backup COPY.sqlite"` and read the copy'
+            ) from None
+        return fd
+
+    def _connect(self) -> sqlite3.Connection:
+        log = Path(str(self.path) + "-wal")
+        has_log = log.exists() and log.stat().st_size > 0
+        # immutable: no locks, no -wal/-shm created; only right when no log holds rows the file lacks.
+        mode = "mode=ro" if has_log else "mode=ro&immutable=1"
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise MemoryStoreError(f"memory store {self.path} cannot be opened for reading: {exc}") from exc
+        try:
+            problem = _store_problem(db)
+        except sqlite3.Error as exc:
+            db.close()
+            if not _is_corrupt(exc):
+                raise MemoryStoreError(f"memory store {self.path} cannot be read: {exc}") from exc
+            problem = f"unreadable: {exc}"
+        if problem:
+            db.close()
+            raise MemoryStoreError(
+                f"{self.path} is not a memory store an embodied_r node wrote ({problem}); give the .sqlite "
+                "file of a node's memory ($ROS_HOME/embodied_r/<node name>.sqlite)"
+            )
+        return db
+
+    def close(self) -> None:
+        """Close the file and let go of the lock (idempotent)."""
+        with self._read_lock:
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
+        if self._lock_file is not None:
+            os.close(self._lock_file)
+            self._lock_file = None
+
+    def __enter__(self) -> ReadOnlyMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

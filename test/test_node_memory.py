@@ -13,9 +13,11 @@ import time
 
 import ground_truth_scene
 import numpy as np
+import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from embodied_r_ros.srv import AskSpatial
+from embodied_r_training.data.prepare import store_keyframes
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
@@ -27,8 +29,10 @@ from test_node_lifecycle import Harness
 from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
 
 from embodied_r_ros.cli.parts import perceivers
+from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.memory_store import MemoryStore, default_memory_path
+from embodied_r_ros.memory_store import MemoryStore, MemoryStoreError, ReadOnlyMemory, default_memory_path
+from embodied_r_ros.question_file import Question
 from embodied_r_ros.ros import node as node_module
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
@@ -142,6 +146,37 @@ def test_a_restarted_node_answers_about_frames_only_the_first_one_saw(ros_contex
         assert not gone.success and "starts before the oldest frame" in gone.message
     finally:
         third.close()
+
+
+def test_prepare_from_a_nodes_memory_gives_the_key_frames_the_node_answered_with(
+    ros_context, gated_pipeline, ros_home
+):
+    """Ask the node about an interval only its memory holds (its RAM keeps 4 s) and one its RAM holds, stop
+    it, prepare from its memory file: the same key frames. While the node runs, the file is refused."""
+    pipeline, gate, config = gated_pipeline
+    gate.open()
+    node = memory_node(ros_context, pipeline, config, "trainer", **{"buffer.history_s": 4.0})
+    harness = harness_for(ros_context, node, "trainer")
+    path = ros_home / "embodied_r" / "trainer.embodied_r.sqlite"
+    try:
+        seen = harness.feed(10.0)  # 5 fps: a candidate every second
+        intervals = [(seen[0], seen[-6]), (seen[-20], seen[-2])]  # 0-9 s (the memory), 6.2-9.8 s (RAM)
+        answered = []
+        for start, end in intervals:
+            reply = ask_interval(harness, start, end)
+            assert reply.success, reply.message
+            answered.append(keyframe_stamps_ns(reply.answer))
+        assert len(answered[0]) >= 4 and answered[1]
+        with pytest.raises(MemoryStoreError, match="in use by a running node.*stop the node"):
+            ReadOnlyMemory(path)
+    finally:
+        harness.close()  # closes the memory
+    questions = [
+        Question("What did I see?", id=f"q{i}", bag=path.name, start_ns=start, end_ns=end)
+        for i, (start, end) in enumerate(intervals)
+    ]
+    prepared = store_keyframes(path, questions, KeyFrameConfig())
+    assert [[k.frame.stamp_ns for k in found] for found in prepared] == answered
 
 
 def test_cleanup_closes_the_memory_and_configure_opens_it_again(ros_context, gated_pipeline):

@@ -1,5 +1,6 @@
-"""``embodied-r prepare``: the command line of :mod:`embodied_r_training.data.prepare` (rosbags + questions
--> the training data set; the output is documented there). Ends with status 1 when anything failed."""
+"""``embodied-r prepare``: the command line of :mod:`embodied_r_training.data.prepare` (rosbags, or robots'
+memory stores, + questions -> the training data set; the output is documented there). Ends with status 1
+when anything failed."""
 
 from __future__ import annotations
 
@@ -34,10 +35,16 @@ def _fractions(text: str) -> tuple[float, float, float]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``embodied-r prepare`` (``embodied-r import-video`` makes its input from benchmark videos)."""
     parser = subparsers.add_parser(
-        "prepare", help="build a training data set from rosbags and their questions (VLM descriptions)"
+        "prepare",
+        help="build a training data set from rosbags (or robots' memory stores) and their questions (VLM "
+        "descriptions)",
     )
     parser.add_argument(
-        "questions", type=Path, nargs="+", help="questions.jsonl file(s); bags relative to them"
+        "questions",
+        type=Path,
+        nargs="+",
+        help="questions.jsonl file(s); each question's bag (a rosbag2 directory, or a node's memory store "
+        "NAME.sqlite) relative to its file",
     )
     add_config_flags(parser, PrepareConfig, FLAG_FIELDS, types={"--split": _fractions})
     parser.set_defaults(func=run_prepare_command)

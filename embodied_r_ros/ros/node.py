@@ -461,8 +461,8 @@ class EmbodiedRNode(LifecycleNode):
             QoSProfile(depth=config.keyframes.max_keyframes, durability=DurabilityPolicy.TRANSIENT_LOCAL),
         )
         # Last, once nothing else can fail: the memory holds a lock on its file until cleanup closes it.
-        history.memory = self._open_memory(config)
-        describer, embedder, describe_problem = self._open_describer(config, pipeline, history.memory)
+        history.memory = memory = self._open_memory(config)
+        describer, embedder, describe_problem = self._open_describer(config, pipeline, memory)
         return Served(
             pipeline=pipeline,
             owns_pipeline=owns,
@@ -472,7 +472,7 @@ class EmbodiedRNode(LifecycleNode):
             keyframe_publisher=keyframe_publisher,
             entities=entities,
             encode=self._pre_encoder(pipeline, history),
-            memory=history.memory,
+            memory=memory,
             describer=describer,
             embedder=embedder,
             describe_problem=describe_problem,

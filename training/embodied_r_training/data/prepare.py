@@ -1,4 +1,5 @@
-"""``embodied-r prepare``: rosbags + questions -> the data set the RL recipe trains on.
+"""``embodied-r prepare``: rosbags (or robots' memory stores) + questions -> the data set the RL recipe
+trains on.
 
 For each question of the questions files (the format ``embodied-r synth`` writes): the candidate frames of
 its window (:mod:`.bag_reader`), the key frames (:class:`~embodied_r_ros.keyframes.WindowReplay`: what the
@@ -10,6 +11,11 @@ the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactl
 (:mod:`..perceivers`, a measuring instrument for synthetic bags: ``--scene`` names the scene file, by
 default the ``scene.json`` beside each bag directory). It is cheaper than a cache lookup, so the description
 cache is bypassed; records say ``vlm: "ground-truth:scene.json"``.
+
+A question's ``bag`` may name a robot's durable memory instead (a node's ``.sqlite`` file, see
+:mod:`.memory_source`): its window gets the key frames the node answers it with from that memory, the
+images and poses it stored; ``start_s``/``end_s`` count from the oldest frame of the store's current
+timeline. The file is opened for reading only and never changed.
 
 Output directory::
 
@@ -47,6 +53,7 @@ from embodied_r_ros.config import (
     section,
 )
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
+from embodied_r_ros.memory_store import MemoryStoreError, ReadOnlyMemory
 from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions
@@ -63,6 +70,7 @@ from ..synth.ground_truth import (
 )
 from .bag_reader import BagReader, BagReadError, BagTopics
 from .description_cache import DescriptionCache, cache_key, generation_settings
+from .memory_source import is_memory_store, memory_keyframes
 from .schema import make_record, write_split
 from .splits import SPLITS, fold_scenes, split_scenes
 
@@ -116,8 +124,8 @@ class PrepareConfig:
         scene={
             "flag": Alias(
                 "--scene",
-                "--perceiver ground_truth: the scene file; a bare name is looked up beside each bag "
-                f"directory (default {DEFAULT_SCENE_FILE})",
+                "--perceiver ground_truth: the scene file (or a mission's mission.json); a bare name is "
+                f"looked up beside each bag directory or memory store (default {DEFAULT_SCENE_FILE})",
             )
         },
     )
@@ -223,9 +231,15 @@ def _load_questions(config: PrepareConfig, failures: list[Failure]) -> list[tupl
 
 def _window_ns(question: Question, reader: BagReader) -> tuple[int, int]:
     """The window in bag time: the absolute stamps when given, else seconds from the bag start."""
+    return _window_from(question, reader.start_ns)
+
+
+def _window_from(question: Question, first_ns: int) -> tuple[int, int]:
+    """The window in camera time: the absolute stamps when given, else seconds from ``first_ns`` (the bag's
+    start, or the memory store's oldest frame)."""
     if question.start_ns or question.end_ns:
         return question.start_ns, question.end_ns
-    return reader.start_ns + round(question.start_s * 1e9), reader.start_ns + round(question.end_s * 1e9)
+    return first_ns + round(question.start_s * 1e9), first_ns + round(question.end_s * 1e9)
 
 
 def bag_keyframes(
@@ -265,10 +279,12 @@ def bag_keyframes(
 def iter_items(
     config: PrepareConfig, questions: Sequence[tuple[Question, Path]], failures: list[Failure]
 ) -> Iterator[Item]:
-    """Key frames and cache keys of every question, bag by bag; failed bags and windows go to ``failures``.
+    """Key frames and cache keys of every question, source by source; failed sources and windows go to
+    ``failures``, by question, with the reason naming the bag or store.
 
-    Each bag is read once for all its questions (:func:`bag_keyframes`); progress: one bar over the
-    questions and one over the current bag's image messages.
+    Each bag is read once for all its questions (:func:`bag_keyframes`), each memory store opened once
+    (:func:`store_keyframes`); progress: one bar over the questions and one over the current bag's image
+    messages.
     """
     by_bag: dict[Path, list[Question]] = defaultdict(list)
     for question, bag in questions:
@@ -276,37 +292,61 @@ def iter_items(
     bar = tqdm(total=len(questions), desc="questions", unit="question", disable=not config.progress)
     try:
         for bag, bag_questions in by_bag.items():
-            try:
-                reader = BagReader(bag, config.topics, config.keyframes.candidate_fps)
-            except BagReadError as exc:
-                failures.extend(Failure(q.id, str(exc)) for q in bag_questions)
-                bar.update(len(bag_questions))
-                continue
-            with (
-                reader,
-                tqdm(
-                    desc=f"{bag.parent.name}: frames read",
-                    unit="frame",
-                    leave=False,
-                    disable=not config.progress,
-                ) as frames_bar,
-            ):
-
-                def progress(done: int, total: int) -> None:
-                    frames_bar.total = total
-                    frames_bar.update(done - frames_bar.n)
-
-                windows = [_window_ns(question, reader) for question in bag_questions]
-                found = bag_keyframes(reader, windows, config.keyframes, progress)
+            if is_memory_store(bag):
+                found = store_keyframes(bag, bag_questions, config.keyframes)
+            else:
+                found = _bag_source_keyframes(bag, bag_questions, config)
             for question, keyframes in zip(bag_questions, found, strict=True):
                 bar.update(1)
-                if isinstance(keyframes, BagReadError):
+                if isinstance(keyframes, Exception):
                     failures.append(Failure(question.id, str(keyframes)))
                     continue
                 key = "" if config.ground_truth else _cache_key(config, question, keyframes)
                 yield Item(question, bag, question.bag, keyframes, key)
     finally:
         bar.close()
+
+
+def _bag_source_keyframes(
+    bag: Path, questions: Sequence[Question], config: PrepareConfig
+) -> list[list[KeyFrame] | BagReadError]:
+    """Key frames of each question's window of one bag (:func:`bag_keyframes`), or why there are none."""
+    try:
+        reader = BagReader(bag, config.topics, config.keyframes.candidate_fps)
+    except BagReadError as exc:
+        return [exc] * len(questions)
+    with (
+        reader,
+        tqdm(
+            desc=f"{bag.parent.name}: frames read", unit="frame", leave=False, disable=not config.progress
+        ) as frames_bar,
+    ):
+
+        def progress(done: int, total: int) -> None:
+            frames_bar.total = total
+            frames_bar.update(done - frames_bar.n)
+
+        windows = [_window_ns(question, reader) for question in questions]
+        return bag_keyframes(reader, windows, config.keyframes, progress)
+
+
+def store_keyframes(
+    store: Path, questions: Sequence[Question], config: KeyFrameConfig
+) -> list[list[KeyFrame] | MemoryStoreError]:
+    """Key frames of each question's window of one memory store, as the node answers it from its memory
+    (:func:`~.memory_source.memory_keyframes`), or why there are none (a store that cannot be read, a
+    window outside its current timeline, named)."""
+    try:
+        memory = ReadOnlyMemory(store)
+    except MemoryStoreError as exc:
+        return [exc] * len(questions)
+    with memory:
+        span = memory.span()
+        if span is None:
+            empty = MemoryStoreError(f"memory store {store} holds no frames (on its current timeline)")
+            return [empty] * len(questions)
+        windows = [_window_from(question, span[0]) for question in questions]
+        return memory_keyframes(memory, windows, config)
 
 
 def _cache_key(config: PrepareConfig, question: Question, keyframes: Sequence[KeyFrame]) -> str:
