@@ -24,25 +24,15 @@ import argparse
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from node_process import camera_qos, isolate_dds, plain_subscriber_result, start_plain_subscriber
+
 WIDTH, HEIGHT = 640, 480
-
-
-def camera_qos(name: str):
-    """The QoS of the camera topic: "sensor_data" (best effort, depth 5) or "reliable" (depth 5)."""
-    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-
-    return (
-        qos_profile_sensor_data
-        if name == "sensor_data"
-        else QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
-    )
 
 
 def publisher(seconds: float, rate: float, subscribers: int, qos: str) -> None:
@@ -78,29 +68,6 @@ def publisher(seconds: float, rate: float, subscribers: int, qos: str) -> None:
     rclpy.shutdown()
 
 
-def plain_subscriber(idle_s: float, qos: str) -> None:
-    """Count frames until none came for ``idle_s`` after the first one; print the count."""
-    import rclpy
-    from sensor_msgs.msg import Image
-
-    rclpy.init()
-    node = rclpy.create_node("bench_plain_subscriber")
-    received = [0]
-    last = [time.monotonic() + 120]
-
-    def on_image(_message) -> None:
-        received[0] += 1
-        last[0] = time.monotonic()
-
-    node.create_subscription(Image, "/camera/image_raw", on_image, camera_qos(qos))
-    cpu = time.process_time()
-    while time.monotonic() - last[0] < idle_s:
-        rclpy.spin_once(node, timeout_sec=0.1)
-    print(json.dumps({"received": received[0], "cpu_s": time.process_time() - cpu}), flush=True)
-    node.destroy_node()
-    rclpy.shutdown()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -129,19 +96,14 @@ def main() -> None:
     )
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--role", choices=["bench", "publisher", "plain"], default="bench", help=argparse.SUPPRESS
-    )
+    parser.add_argument("--role", choices=["bench", "publisher"], default="bench", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
         return publisher(args.seconds, args.rate, subscribers=2, qos=args.qos)
-    if args.role == "plain":
-        return plain_subscriber(idle_s=3.0, qos=args.qos)
 
     if args.fastdds_profile:
         os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(args.fastdds_profile.resolve())
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    isolate_dds()
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
@@ -177,14 +139,12 @@ def main() -> None:
         "--qos",
         args.qos,
     ]
-    me.append("--role")
-    plain = subprocess.Popen([*me, "plain"], stdout=subprocess.PIPE, text=True)
+    plain = start_plain_subscriber(args.qos)
     cpu_before, wall_before = time.process_time(), time.monotonic()
-    camera = subprocess.run([*me, "publisher"], capture_output=True, text=True, check=True)
-    plain_out, _ = plain.communicate(timeout=120)
+    camera = subprocess.run([*me, "--role", "publisher"], capture_output=True, text=True, check=True)
+    plain = plain_subscriber_result(plain)
     cpu, wall = time.process_time() - cpu_before, time.monotonic() - wall_before
     published = json.loads(camera.stdout.strip().splitlines()[-1])["published"]
-    plain = json.loads(plain_out.strip().splitlines()[-1])
     plain_received = plain["received"]
     stats = node.stats
     node_received = stats.frames_received

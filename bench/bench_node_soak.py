@@ -21,31 +21,24 @@ import argparse
 import json
 import os
 import platform
-import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from node_process import (
+    isolate_dds,
+    percentile,
+    plain_subscriber_result,
+    rss_mb,
+    start_node,
+    start_plain_subscriber,
+    stop_node,
+)
+
 OPEN_QUESTION = ("How far did I walk, in metres?", [])
 CHOICE_QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def main() -> None:
@@ -64,10 +57,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    isolate_dds()
     import rclpy
-    from ament_index_python.packages import get_package_prefix, get_package_share_directory
     from diagnostic_msgs.msg import DiagnosticArray
     from nav_msgs.msg import Odometry
     from rclpy.executors import SingleThreadedExecutor
@@ -83,26 +74,16 @@ def main() -> None:
     models = ensure_tiny_models(args.models_dir)
     store = Path(tempfile.mkdtemp(prefix="bench_soak_")) / "memory.sqlite"  # not the user's ~/.ros store
     width, height = (int(v) for v in args.size.split("x"))
-    executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
-    params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
         "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
         "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
         "camera.qos": "reliable", "buffer.history_s": float(args.history_s), "query.window_s": 30.0,
-        "memory.enabled": str(not args.no_memory).lower(),
+        "memory.enabled": not args.no_memory,
         "memory.path": str(store),
     }  # fmt: skip
-    command = [str(executable), "--ros-args", "--params-file", str(params)]
-    for name, value in overrides.items():
-        command += ["-p", f"{name}:={value}"]
-    node = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ingest = Path(__file__).with_name("bench_node_ingest.py")
-    plain = subprocess.Popen(
-        [sys.executable, str(ingest), "--role", "plain", "--qos", "reliable"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    node = start_node(overrides)
+    plain = start_plain_subscriber("reliable")
 
     rclpy.init()
     bench = rclpy.create_node("bench_soak")
@@ -184,14 +165,8 @@ def main() -> None:
     camera_thread.join(timeout=5)
     time.sleep(1.5)  # a last /diagnostics
     final = dict(diagnostics)
-    node.send_signal(signal.SIGINT)
-    try:
-        _, node_err = node.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        node.kill()
-        _, node_err = node.communicate()
-    plain_out, _ = plain.communicate(timeout=120)  # it stops 3 s after the last frame
-    plain_received = json.loads(plain_out.strip().splitlines()[-1])["received"]
+    node_err = stop_node(node)
+    plain_received = plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
     client.close()
     executor.shutdown(timeout_sec=2.0)
     bench.destroy_node()

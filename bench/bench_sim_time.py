@@ -17,13 +17,12 @@ import argparse
 import json
 import os
 import platform
-import random
-import signal
 import statistics
-import subprocess
 import threading
 import time
 from pathlib import Path
+
+from node_process import isolate_dds, start_node, stop_node
 
 QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
 
@@ -38,7 +37,6 @@ def cpu_seconds(pid: int) -> float:
 def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
     """Start the node, feed it, ask; returns the measurements of one mode."""
     import rclpy
-    from ament_index_python.packages import get_package_prefix, get_package_share_directory
     from nav_msgs.msg import Odometry
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile
@@ -50,8 +48,6 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
     from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
     from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
-    executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
-    params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
         "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
@@ -59,10 +55,7 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
         "camera.qos": "reliable", "buffer.history_s": 60.0, "query.window_s": float(args.window),
         "use_sim_time": sim_time,
     }  # fmt: skip
-    command = [str(executable), "--ros-args", "--params-file", str(params)]
-    for name, value in overrides.items():
-        command += ["-p", f"{name}:={str(value).lower() if isinstance(value, bool) else value}"]
-    node = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    node = start_node(overrides)
 
     bench = rclpy.create_node("bench_sim_time")
     images = bench.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
@@ -137,12 +130,7 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
     stop.set()
     for thread in threads:
         thread.join(timeout=5)
-    node.send_signal(signal.SIGINT)
-    try:
-        _, node_err = node.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        node.kill()
-        _, node_err = node.communicate()
+    node_err = stop_node(node)
     client.close()
     executor.shutdown(timeout_sec=2.0)
     bench.destroy_node()
@@ -176,8 +164,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    isolate_dds()
     import rclpy
 
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models

@@ -125,9 +125,12 @@ class SpatialClient:
         on_feedback: Callable[[str, float], None] | None = None,
         image_wait_s: float = 0.0,
         interval_ns: tuple[int, int] = (0, 0),
+        search_memory: bool = False,
     ) -> AskResult:
         """Ask one question; waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
-        more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset."""
+        more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset.
+        ``search_memory``: find the intervals to answer from in the node's memory by content (the window,
+        when set, bounds the search)."""
         from ..ros.messages import keyframe_stamps_ns, ns_to_time
 
         fields = {
@@ -136,6 +139,7 @@ class SpatialClient:
             "window_seconds": float(window_s),
             "start_stamp": ns_to_time(interval_ns[0]),
             "end_stamp": ns_to_time(interval_ns[1]),
+            "search_memory": bool(search_memory),
         }
         start = time.monotonic()
         if use_action:

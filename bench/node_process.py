@@ -1,0 +1,154 @@
+"""The embodied_r node as its own process, and the plain subscriber beside it: shared by the node benchmarks.
+
+``start_node(overrides)`` runs the installed ``embodied_r_node`` executable with the shipped parameters file
+plus ``-p`` overrides; ``stop_node`` stops it with SIGINT (as Ctrl-C would) and returns its stderr.
+``isolate_dds`` gives the run its own DDS domain on this host. ``rss_mb`` reads a process's resident memory
+from /proc, ``percentile`` is the nearest-rank percentile of the reports.
+
+The plain subscriber is an rclpy node in its own process that only counts the camera frames it receives,
+with the QoS the node uses: what the middleware delivers on this machine in the same run, the baseline the
+node's ``frames_received`` is compared with. ``start_plain_subscriber`` starts it (this file run as a
+script); ``plain_subscriber_result`` waits for its count (it stops ``idle_s`` after the last frame).
+
+Run as a script only by ``start_plain_subscriber``:
+    python bench/node_process.py plain [--qos reliable] [--topic /camera/image_raw] [--compressed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+IMAGE_TOPIC = "/camera/image_raw"
+
+
+def isolate_dds() -> None:
+    """A random ROS_DOMAIN_ID and discovery on this host only, for this process and the ones it starts
+    (call before rclpy is imported)."""
+    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+
+
+def node_command(overrides: Mapping[str, Any]) -> list[str]:
+    """The command line of the installed node: the shipped parameters file, then ``-p name:=value`` for
+    each override (booleans as ``true``/``false``)."""
+    from ament_index_python.packages import get_package_prefix, get_package_share_directory
+
+    executable = Path(get_package_prefix("embodied_r_ros")) / "lib" / "embodied_r_ros" / "embodied_r_node"
+    params = Path(get_package_share_directory("embodied_r_ros")) / "config" / "embodied_r.yaml"
+    command = [str(executable), "--ros-args", "--params-file", str(params)]
+    for name, value in overrides.items():
+        command += ["-p", f"{name}:={str(value).lower() if isinstance(value, bool) else value}"]
+    return command
+
+
+def start_node(overrides: Mapping[str, Any], log_path: Path | None = None) -> subprocess.Popen:
+    """Start the node with ``overrides``: stdout discarded, stderr kept for :func:`stop_node`, or written
+    to ``log_path`` (for long runs: a pipe nobody reads stalls the node once its buffer is full)."""
+    stderr = subprocess.PIPE if log_path is None else open(log_path, "w")
+    try:
+        return subprocess.Popen(node_command(overrides), stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    finally:
+        if log_path is not None:
+            stderr.close()  # the child holds its own copy
+
+
+def stop_node(node: subprocess.Popen, timeout_s: float = 30.0) -> str:
+    """SIGINT, wait up to ``timeout_s`` (then kill); the node's stderr ("" when it went to a file)."""
+    node.send_signal(signal.SIGINT)
+    try:
+        _, err = node.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        _, err = node.communicate()
+    return err or ""
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (/proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def camera_qos(name: str):
+    """The QoS of the camera topic: "sensor_data" (best effort, depth 5) or "reliable" (depth 5)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+    return (
+        qos_profile_sensor_data
+        if name == "sensor_data"
+        else QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+    )
+
+
+def plain_subscriber(
+    idle_s: float, qos: str, topic: str = IMAGE_TOPIC, compressed: bool = False, first_wait_s: float = 120.0
+) -> None:
+    """Count frames until none came for ``idle_s`` after the first one (or none came within
+    ``first_wait_s``); print the count and the CPU seconds as one JSON line."""
+    import rclpy
+    from sensor_msgs.msg import CompressedImage, Image
+
+    rclpy.init()
+    node = rclpy.create_node("bench_plain_subscriber")
+    received = [0]
+    last = [time.monotonic() + first_wait_s]
+
+    def on_image(_message) -> None:
+        received[0] += 1
+        last[0] = time.monotonic()
+
+    node.create_subscription(CompressedImage if compressed else Image, topic, on_image, camera_qos(qos))
+    cpu = time.process_time()
+    while time.monotonic() - last[0] < idle_s:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    print(json.dumps({"received": received[0], "cpu_s": time.process_time() - cpu}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def start_plain_subscriber(
+    qos: str, topic: str = IMAGE_TOPIC, compressed: bool = False, first_wait_s: float = 120.0
+) -> subprocess.Popen:
+    """Start :func:`plain_subscriber` in its own process (it stops 3 s after the last frame)."""
+    command = [sys.executable, __file__, "plain", "--qos", qos, "--topic", topic]
+    command += ["--first-wait", str(first_wait_s)] + (["--compressed"] if compressed else [])
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def plain_subscriber_result(process: subprocess.Popen, timeout_s: float = 120.0) -> dict:
+    """The plain subscriber's report ({"received", "cpu_s"}) once it stopped."""
+    out, _ = process.communicate(timeout=timeout_s)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the plain subscriber of the node benchmarks")
+    parser.add_argument("role", choices=["plain"])
+    parser.add_argument("--qos", choices=["sensor_data", "reliable"], default="sensor_data")
+    parser.add_argument("--topic", default=IMAGE_TOPIC)
+    parser.add_argument("--compressed", action="store_true", help="sensor_msgs/CompressedImage")
+    parser.add_argument("--first-wait", type=float, default=120.0, help="seconds to wait for a first frame")
+    args = parser.parse_args()
+    plain_subscriber(3.0, args.qos, args.topic, args.compressed, args.first_wait)
+
+
+if __name__ == "__main__":
+    main()
