@@ -23,6 +23,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -52,10 +53,17 @@ def node_command(overrides: Mapping[str, Any]) -> list[str]:
 
 def start_node(overrides: Mapping[str, Any], log_path: Path | None = None) -> subprocess.Popen:
     """Start the node with ``overrides``: stdout discarded, stderr kept for :func:`stop_node`, or written
-    to ``log_path`` (for long runs: a pipe nobody reads stalls the node once its buffer is full)."""
+    to ``log_path`` (for long runs: a pipe nobody reads stalls the node once its buffer is full). Without a
+    ``memory.path`` override the node's ROS_HOME is a fresh temporary directory, so a bench never writes
+    into the user's ~/.ros memory store."""
+    env = dict(os.environ)
+    if "memory.path" not in overrides:
+        env["ROS_HOME"] = tempfile.mkdtemp(prefix="bench_ros_home_")
     stderr = subprocess.PIPE if log_path is None else open(log_path, "w")
     try:
-        return subprocess.Popen(node_command(overrides), stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        return subprocess.Popen(
+            node_command(overrides), stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env
+        )
     finally:
         if log_path is not None:
             stderr.close()  # the child holds its own copy
