@@ -2,8 +2,10 @@
 
 "Where did I last see the red backpack?" names no window. The question (with its options) is embedded and
 compared with the question-agnostic descriptions of every key frame in the durable memory
-(:mod:`.memory_describer` writes them); the ``k`` closest key frames are the hits. Hits close in time
-belong to one sighting, so hits less than ``merge_s`` apart join one interval, and each interval is
+(:mod:`.memory_describer` writes them); of the closest ones, the ``k`` hits are spread over time first
+(the best of each sighting before a second of any: :func:`spread_hits`), so a thing seen in several places
+is found in each. Hits close in time belong to one sighting, so hits less than ``merge_s`` apart join one
+interval, and each interval is
 widened by ``pad_s`` on both sides (the approach and the departure: the motion that says where the thing
 was). The intervals, in time order, are what the question is answered from: their key frames are chosen by
 :func:`spread_indices` (the paper's rule inside each interval, every hit kept, the [min, max] clamp over
@@ -17,10 +19,11 @@ from typing import Sequence
 
 from .frames import NS_PER_S
 from .keyframes import clamp_indices, evenly_spaced_indices
-from .memory_store import MemoryStore, SearchHit
+from .memory_store import MemoryReader, SearchHit
 from .text_embedding import TextEmbedder
 
 REASON_RETRIEVED = "retrieved"  # a key frame whose description matched the question (KeyFrame.reason)
+SEARCH_POOL = 256  # closest key frames a search considers before spreading its hits over time
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,37 @@ def group_hits(
     return intervals
 
 
+def spread_hits(hits: Sequence[SearchHit], k: int, gap_ns: int) -> list[SearchHit]:
+    """The ``k`` hits to answer from, from ``hits`` (best first): first the best hit of each stretch of
+    time, every one at least ``gap_ns`` from the others, best first; then the rest by score. A thing seen in
+    several places (or a question naming two things) is found in each place, not ``k`` times in the one
+    place that fills the most key frames. The order does not depend on ``k``: a smaller ``k`` is a prefix."""
+    first: list[SearchHit] = []
+    rest: list[SearchHit] = []
+    for hit in hits:
+        apart = all(abs(hit.stamp_ns - chosen.stamp_ns) >= gap_ns for chosen in first)
+        (first if apart else rest).append(hit)
+    return (first + rest)[:k]
+
+
+def search_hits(
+    memory: MemoryReader,
+    embedder: TextEmbedder,
+    text: str,
+    start_ns: int,
+    end_ns: int,
+    settings: SearchSettings,
+) -> list[SearchHit]:
+    """The ``settings.k`` described key frames of [start_ns, end_ns] to answer ``text`` (a
+    :func:`query_text`) from: the :data:`SEARCH_POOL` closest, spread over time (:func:`spread_hits`,
+    ``merge_s`` apart)."""
+    query = embedder.query(text)
+    pool = memory.search(query, embedder.name, start_ns, end_ns, max(SEARCH_POOL, settings.k))
+    return spread_hits(pool, settings.k, round(settings.merge_s * NS_PER_S))
+
+
 def search_intervals(
-    memory: MemoryStore,
+    memory: MemoryReader,
     embedder: TextEmbedder,
     question: str,
     options: Sequence[str],
@@ -96,8 +128,7 @@ def search_intervals(
 ) -> list[Interval]:
     """The intervals of [start_ns, end_ns] whose key frames' descriptions best match the question (see
     the module docstring); empty when no described key frame lies there."""
-    query = embedder.query(query_text(question, options))
-    hits = memory.search(query, embedder.name, start_ns, end_ns, settings.k)
+    hits = search_hits(memory, embedder, query_text(question, options), start_ns, end_ns, settings)
     return group_hits(hits, settings, start_ns, end_ns)
 
 

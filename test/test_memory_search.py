@@ -26,6 +26,7 @@ from embodied_r_ros.memory_search import (
     SearchSettings,
     group_hits,
     query_text,
+    spread_hits,
     spread_indices,
 )
 from embodied_r_ros.memory_store import MemoryStore, MemoryStoreError, SearchHit
@@ -208,6 +209,18 @@ def test_hits_close_in_time_join_one_padded_interval():
     padded = group_hits(hits, SearchSettings(k=8, merge_s=10.0, pad_s=30.0), 0, 160 * S)
     assert [(i.start_ns // S, i.end_ns // S) for i in padded] == [(0, 33), (70, 160)]
     assert group_hits([], settings, 0, S) == []
+
+
+def test_hits_spread_over_time_before_a_second_of_any_sighting():
+    # Scores best first; a sighting at 100-104 s fills the top, another one at 300 s scores lower.
+    hits = [SearchHit(s * S, score, "") for s, score in ((100, 0.9), (102, 0.85), (104, 0.8), (300, 0.7),
+                                                         (301, 0.6), (600, 0.1))]  # fmt: skip
+    spread = spread_hits(hits, 3, 20 * S)
+    assert [h.stamp_ns // S for h in spread] == [100, 300, 600]
+    every = spread_hits(hits, 6, 20 * S)
+    assert [h.stamp_ns // S for h in every] == [100, 300, 600, 102, 104, 301]  # then the rest by score
+    assert spread_hits(hits, 2, 20 * S) == every[:2]  # a smaller k is a prefix
+    assert [h.stamp_ns // S for h in spread_hits(hits, 3, 0)] == [100, 102, 104]  # no gap: by score
 
 
 def test_spread_keeps_every_hit_and_the_clamp():

@@ -144,7 +144,7 @@ def test_recall_of_the_described_mission(described, embedder, mission: Path) -> 
                  if c.kept}  # fmt: skip
     for question, result in zip(labelled, results, strict=True):
         assert len(result.hits) == 16 and set(result.hits) <= keyframes
-        # The smaller k read the best hits of one search: the same as a search for that k.
+        # The smaller k read the first hits of one search: the same as a search for that k.
         for k in KS:
             assert retrieve(described, embedder, question, k) == list(result.hits[:k])
             hit = any(a <= s <= b for s in result.hits[:k] for a, b in question.evidence)

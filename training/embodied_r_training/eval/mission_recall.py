@@ -4,9 +4,8 @@ A long mission (:mod:`embodied_r_training.synth.mission_writer`) labels each que
 the intervals of bag stamps ``[start_ns, end_ns]`` (inclusive) in which what the question names was in
 view (``mission.json``, ``questions[id]["evidence"]``). A memory that held the mission and described its
 key frames (:mod:`embodied_r_ros.memory_describer`) is searched the way a ``search_memory`` question
-searches it: the question and its options embedded (:func:`embodied_r_ros.memory_search.query_text`), the
-``k`` closest question-agnostic descriptions in the question's window (:meth:`MemoryStore.search
-<embodied_r_ros.memory_store.MemoryStore.search>`). For each ``k``:
+searches it (:func:`embodied_r_ros.memory_search.search_hits`: the question and its options embedded, the
+closest question-agnostic descriptions in the question's window, spread over time). For each ``k``:
 
 * **recall@k**: the share of questions with at least one of their top-``k`` hits inside an evidence
   interval (widened by ``padding_s`` on both sides; 0 by default: the labels as they are);
@@ -14,21 +13,21 @@ searches it: the question and its options embedded (:func:`embodied_r_ros.memory
   averaged over the questions (a count across rooms needs every room, not one).
 
 Both per question kind and over all questions. Pure functions over the store and the mission's files:
-the search is run once per question for the largest ``k``; smaller ``k`` read its best hits (the store
-ranks best first).
+the search is run once per question for the largest ``k``; smaller ``k`` read its first hits (the order
+does not depend on ``k``).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.memory_search import query_text
-from embodied_r_ros.memory_store import MemoryStore
+from embodied_r_ros.memory_search import SearchSettings, query_text, search_hits
+from embodied_r_ros.memory_store import MemoryReader
 from embodied_r_ros.question_file import read_questions
 from embodied_r_ros.text_embedding import TextEmbedder
 
@@ -137,12 +136,19 @@ def question_recall(
     )
 
 
-def retrieve(store: MemoryStore, embedder: TextEmbedder, question: LabelledQuestion, k: int) -> list[int]:
-    """The stamps of the ``k`` described key frames closest to the question, best first (its window, or
-    the whole memory when it names none)."""
+def retrieve(
+    store: MemoryReader,
+    embedder: TextEmbedder,
+    question: LabelledQuestion,
+    k: int,
+    settings: SearchSettings | None = None,
+) -> list[int]:
+    """The stamps of the ``k`` key frames a ``search_memory`` question retrieves, in their order (its
+    window, or the whole memory when it names none): :func:`~embodied_r_ros.memory_search.search_hits` with
+    the node's default ``settings`` but ``k``."""
     start_ns, end_ns = question.start_ns, question.end_ns or 2**63 - 1
-    hits = store.search(embedder.query(question.text), embedder.name, start_ns, end_ns, k)
-    return [h.stamp_ns for h in hits]
+    settings = replace(settings or SearchSettings(), k=k)
+    return [h.stamp_ns for h in search_hits(store, embedder, question.text, start_ns, end_ns, settings)]
 
 
 def recall_table(results: Sequence[QuestionRecall], ks: Sequence[int]) -> list[KindRecall]:
@@ -166,7 +172,7 @@ def recall_table(results: Sequence[QuestionRecall], ks: Sequence[int]) -> list[K
 
 
 def mission_recall(
-    store: MemoryStore,
+    store: MemoryReader,
     embedder: TextEmbedder,
     mission_dir: str | Path,
     ks: Sequence[int] = DEFAULT_KS,
