@@ -26,8 +26,10 @@ from embodied_r_ros.memory_search import (
     SearchSettings,
     group_hits,
     query_text,
+    rerank,
     spread_hits,
     spread_indices,
+    terms,
 )
 from embodied_r_ros.memory_store import MemoryStore, MemoryStoreError, SearchHit
 from embodied_r_ros.text_embedding import E5_SMALL, E5Embedder, EmbeddingError
@@ -221,6 +223,21 @@ def test_hits_spread_over_time_before_a_second_of_any_sighting():
     assert [h.stamp_ns // S for h in every] == [100, 300, 600, 102, 104, 301]  # then the rest by score
     assert spread_hits(hits, 2, 20 * S) == every[:2]  # a smaller k is a prefix
     assert [h.stamp_ns // S for h in spread_hits(hits, 3, 0)] == [100, 102, 104]  # no gap: by score
+
+
+def test_names_in_the_text_outrank_a_close_embedding():
+    # Embeddings alike (cosines 0.90 and 0.89): the text that holds "blue stool" wins, and a word every
+    # text holds ("see") adds nothing to tell them apart.
+    hits = [
+        SearchHit(1, 0.90, "I see red stool left; blue fridge ahead."),
+        SearchHit(2, 0.89, "I see blue stool right."),
+    ]
+    ranked = rerank("Which did I see first: the blue stool or the red door?", hits)
+    assert [h.stamp_ns for h in ranked] == [2, 1]
+    assert ranked[0].score > 0.89  # the cosine plus the lexical share
+    assert terms("the Tables of red doors") == {"table", "red", "door", "red door"}
+    # No term of the query in any text: the cosine order stands.
+    assert [h.stamp_ns for h in rerank("nothing here matches", hits)] == [1, 2]
 
 
 def test_spread_keeps_every_hit_and_the_clamp():
