@@ -301,29 +301,31 @@ class RobotHistory:
         (:func:`~embodied_r_ros.keyframes.clamp_indices`). So the chosen frames spread over the whole
         window however long it is, and a window gets the same key frames from the memory as from RAM."""
         config = self.keyframe_config
+        # The RAM state is read under the lock; the memory's reads and JPEG decodes run outside it, so the
+        # camera thread (add_frame takes the same lock) never waits for a question about the past.
         with self._lock:
-            span, ram = memory.span(), self._ram_span()
-            if span is None or (ram is not None and span[0] >= ram[0]):
-                return None
-            newest = span[1] if ram is None else ram[1]
-            start, end = window.resolve(default_s, span[0], newest, self.history_s, **_memory_bounds(memory))
-            records = [
-                _Decision(c.stamp_ns, c.kept, c.overlap, c.reason, None)
-                for c in memory.candidates(start, end)
-            ]
-            latest = self._latest
-            if latest is not None and start <= latest.stamp_ns <= end:
-                if not records or records[-1].stamp_ns < latest.stamp_ns:
-                    records.append(_Decision(latest.stamp_ns, False, None, "", latest))
-            keyframes = []
-            for i, overlap, reason in _assemble(records, config.min_keyframes, config.max_keyframes):
-                record = records[i]
-                if record.frame is not None:  # the newest frame, not a candidate: as the buffer stores it
+            ram, latest = self._ram_span(), self._latest
+        span = memory.span()
+        if span is None or (ram is not None and span[0] >= ram[0]):
+            return None
+        newest = span[1] if ram is None else ram[1]
+        start, end = window.resolve(default_s, span[0], newest, self.history_s, **_memory_bounds(memory))
+        records = [
+            _Decision(c.stamp_ns, c.kept, c.overlap, c.reason, None) for c in memory.candidates(start, end)
+        ]
+        if latest is not None and start <= latest.stamp_ns <= end:
+            if not records or records[-1].stamp_ns < latest.stamp_ns:
+                records.append(_Decision(latest.stamp_ns, False, None, "", latest))
+        keyframes = []
+        for i, overlap, reason in _assemble(records, config.min_keyframes, config.max_keyframes):
+            record = records[i]
+            if record.frame is not None:  # the newest frame, not a candidate: as the buffer stores it
+                with self._lock:
                     keyframes.append(self._stored(KeyFrame(record.frame, i, overlap, reason)))
-                    continue
-                stored = memory.frame(record.stamp_ns)
-                if stored is not None:
-                    keyframes.append(KeyFrame(Frame(stored.image, record.stamp_ns), i, overlap, reason))
+                continue
+            stored = memory.frame(record.stamp_ns)
+            if stored is not None:
+                keyframes.append(KeyFrame(Frame(stored.image, record.stamp_ns), i, overlap, reason))
         with_poses = [self._with_pose(k, memory) for k in keyframes]
         return WindowKeyFrames(start, end, newest, with_poses)
 
