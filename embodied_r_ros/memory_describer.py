@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 # Stands in for the question in the perception prompt: it asks for every object, not the ones of a question.
 AGNOSTIC_QUESTION = "Which objects are around me, and what colour, shape and size is each one?"
 DEFAULT_BATCH = 4  # key frames per call: what a question may have to wait for
-_RECENT = 4096  # stamps written but perhaps not committed yet, skipped when the backlog is read again
+# Stamps written but perhaps not committed yet (the writer commits every 0.5 s), skipped when the backlog is
+# read again; each read asks for this many more rows than a batch, so it stays small.
+_RECENT = 256
 
 
 @dataclass(frozen=True)
