@@ -260,3 +260,21 @@ def test_bad_settings_and_a_used_directory_are_refused(mission) -> None:
         MissionConfig(revisit_probability=1.0)
     with pytest.raises(ConfigError, match="holds a mission already"):
         write_mission(CONFIG, out)
+
+
+def test_embodied_r_synth_mission_writes_the_same_mission(mission, tmp_path: Path, capsys) -> None:
+    """``embodied-r synth --mission`` is the writer with the command's flags: same settings, same bytes."""
+    from embodied_r_ros.cli.main import main
+
+    out = tmp_path / "cli"
+    argv = ["synth", "--mission", "2", "--seed", "3", "--rooms-per-minute", "2", "--size", "160x120"]
+    assert main([*argv, "--jpeg-quality", str(CONFIG.jpeg_quality), "--out", str(out)]) == 0
+    assert "questions" in capsys.readouterr().out
+    reference, _ = mission
+    assert _data(out) == _data(reference)
+    assert filecmp.cmp(out / "questions.jsonl", reference / "questions.jsonl", shallow=False)
+    # A scene-only flag is refused by name, and nothing is written.
+    refused = tmp_path / "refused"
+    assert main([*argv, "--rate", "5", "--out", str(refused)]) == 2
+    assert "--rate" in capsys.readouterr().err
+    assert not refused.exists()

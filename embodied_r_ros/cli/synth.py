@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 
 from embodied_r_training.synth.generate import SynthConfig, parse_size, synthesize
+from embodied_r_training.synth.mission import MissionConfig
+from embodied_r_training.synth.mission_writer import write_mission
 
-from .flags import add_config_flags, argument_type, config_from_flags
+from ..config import ConfigError
+from .flags import add_config_flags, argument_type, config_flags, config_from_flags, flag_fields
 
 # ``--size WxH`` for argparse: parse_size's message is the argument's error.
 size_type = argument_type(parse_size)
@@ -25,9 +28,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_synth)
     add_config_flags(parser, SynthConfig, ("out", "scenes", "seed"))
     parser.add_argument(
-        "--size", type=size_type, default=(640, 480), metavar="WxH", help="image size (640x480)"
+        "--size", type=size_type, default=None, metavar="WxH", help="image size (640x480; 320x240 missions)"
     )
     add_config_flags(parser, SynthConfig, _AFTER_SIZE)
+    mission = parser.add_argument_group(
+        "long missions",
+        "--mission MINUTES writes one mission into --out instead of scenes: rooms along a corridor walked "
+        "one after another with revisits, names recurring in far-apart rooms, and memory questions over the "
+        "whole mission (first / last sighting, counts across rooms, the distance between two sightings) "
+        "with the intervals holding their evidence (mission.json). --seed, --size, --storage, --jpeg-quality "
+        "(images are always JPEG), --hfov and --start-time apply; the scene flags do not.",
+    )
+    mission.add_argument("--mission", type=float, default=None, metavar="MINUTES", help="mission length")
+    add_config_flags(mission, MissionConfig, _MISSION_ONLY)
 
 
 # The fields whose flags follow --size in the help, in field order.
@@ -37,9 +50,22 @@ _AFTER_SIZE = (
 )  # fmt: skip
 
 
+# MissionConfig's own flags (the flags it shares with SynthConfig are the scenes' ones).
+_MISSION_ONLY = (
+    "fps", "odom_hz", "rooms_per_minute", "revisit_probability", "revisit_reach", "recurring_share",
+    "min_fraction", "merge_gap_s", "questions_per_kind",
+)  # fmt: skip
+# SynthConfig's fields that mean nothing for a mission: set to other than their default, they are an error.
+_SCENES_ONLY = (
+    "scenes", "rate_hz", "duration_s", "outdoor", "preview", "questions_per_task", "jobs", "max_keyframes"
+)  # fmt: skip
+
+
 def run_synth(args: argparse.Namespace) -> int:
     """Run ``embodied-r synth`` from parsed arguments."""
-    width, height = args.size
+    if args.mission is not None:
+        return run_mission(args)
+    width, height = args.size or (640, 480)
     config = config_from_flags(SynthConfig, args, width=width, height=height)
     results = synthesize(config)
     for r in results:
@@ -50,5 +76,30 @@ def run_synth(args: argparse.Namespace) -> int:
     print(f"{len(results)} scene(s), {total} questions: {config.out / 'questions.jsonl'}")
     print(
         f"{dropped} questions dropped as not answerable from their prompt: {config.out / 'generation.json'}"
+    )
+    return 0
+
+
+def run_mission(args: argparse.Namespace) -> int:
+    """``embodied-r synth --mission MINUTES``: write one long mission into ``--out``; print what it holds."""
+    values = flag_fields(SynthConfig, args)
+    scene_flags = config_flags(SynthConfig, _SCENES_ONLY)
+    given = [flag.name for flag in scene_flags if values[flag.parameters[0]] != flag.default]
+    if given:
+        flags = ", ".join(given)
+        raise ConfigError(
+            f"{flags}: not for --mission (a mission's length is --mission MINUTES, its camera rate --fps); "
+            "drop them, or drop --mission to write scenes"
+        )
+    width, height = args.size or (MissionConfig.width, MissionConfig.height)
+    config = config_from_flags(
+        MissionConfig, args, minutes=args.mission, width=width, height=height, compressed=True
+    )
+    result = write_mission(config, args.out)
+    kinds = ", ".join(f"{kind} {count.kept}" for kind, count in result.counts.items())
+    print(
+        f"{result.directory}: {config.minutes:g}-minute mission, {result.frames} frames, "
+        f"{result.bag_bytes / 1e6:.1f} MB bag, {result.questions} questions ({kinds}): "
+        f"{result.directory / 'questions.jsonl'}, {result.directory / 'mission.json'}"
     )
     return 0
