@@ -13,6 +13,10 @@ The node keeps ``--history-s`` of history (default 60 s, so that its buffers rea
 during the warm-up; the default node keeps 600 s and reaches it after 10 minutes).
 
 Run:  python bench/bench_node_soak.py [--minutes 10] [--rate 30] [--question-period 10] [--json PATH]
+          [--node-log PATH] [--trace-stalls MS]
+
+``--trace-stalls MS`` writes every thread's Python stack (beside the node's log, ``*.stalls.txt``) whenever
+one camera callback runs longer than MS: what held it (bench/stall_trace/sitecustomize.py).
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ OPEN_QUESTION = ("How far did I walk, in metres?", [])
 CHOICE_QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
 
 
+def trace_stalls(path: Path, threshold_ms: float) -> None:
+    """Have the node's process (started after this) dump every thread's stack into ``path`` when a camera
+    callback runs longer than ``threshold_ms`` (bench/stall_trace/sitecustomize.py)."""
+    here = Path(__file__).resolve().parent / "stall_trace"
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))
+    os.environ["EMBODIED_R_STALL_TRACE"] = str(path)
+    os.environ["EMBODIED_R_STALL_MS"] = str(threshold_ms)
+    print(f"stall trace: {path}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -55,6 +69,14 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="memory.enabled false (no durable store)")
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--node-log", type=Path, default=None, help="the node's log (default: a temp file)")
+    parser.add_argument(
+        "--trace-stalls",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="write every thread's stack when a camera callback runs longer than MS (bench/stall_trace/)",
+    )
     args = parser.parse_args()
 
     isolate_dds()
@@ -72,7 +94,9 @@ def main() -> None:
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
-    store = Path(tempfile.mkdtemp(prefix="bench_soak_")) / "memory.sqlite"  # not the user's ~/.ros store
+    scratch = Path(tempfile.mkdtemp(prefix="bench_soak_"))
+    store = scratch / "memory.sqlite"  # not the user's ~/.ros store
+    node_log = args.node_log or scratch / "node.log"  # a file: a pipe nobody reads would stall the node
     width, height = (int(v) for v in args.size.split("x"))
     overrides = {
         "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
@@ -82,7 +106,10 @@ def main() -> None:
         "memory.enabled": not args.no_memory,
         "memory.path": str(store),
     }  # fmt: skip
-    node = start_node(overrides)
+    if args.trace_stalls is not None:
+        trace_stalls(node_log.with_suffix(".stalls.txt"), args.trace_stalls)
+    node = start_node(overrides, node_log)
+    print(f"node log: {node_log}", flush=True)
     plain = start_plain_subscriber("reliable")
 
     rclpy.init()
@@ -165,7 +192,8 @@ def main() -> None:
     camera_thread.join(timeout=5)
     time.sleep(1.5)  # a last /diagnostics
     final = dict(diagnostics)
-    node_err = stop_node(node)
+    stop_node(node)
+    node_err = node_log.read_text(errors="replace")
     plain_received = plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
     client.close()
     executor.shutdown(timeout_sec=2.0)

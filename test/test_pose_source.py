@@ -94,9 +94,14 @@ def ros(ros_domain):
     rclpy.try_shutdown(context=context)
 
 
-def start_source(host, config: PoseConfig) -> tuple[PoseSource, Received]:
+def start_source(host, config: PoseConfig, own_threads: bool = False) -> tuple[PoseSource, Received]:
     received = Received()
-    return PoseSource(host, config, None, received.pose, received.problem), received
+    return PoseSource(host, config, None, received.pose, received.problem, own_threads), received
+
+
+def input_threads(host) -> set[str]:
+    """The names of the host's input threads alive (camera_thread.subscribe_input with own_thread)."""
+    return {t.name for t in threading.enumerate() if t.name.startswith(f"{host.get_name()}_")}
 
 
 def body_message(kind: type, stamp_ns: int, pose: Pose):
@@ -110,17 +115,20 @@ def body_message(kind: type, stamp_ns: int, pose: Pose):
     return message
 
 
+@pytest.mark.parametrize("own_threads", [False, True], ids=["executor", "own_thread"])
 @pytest.mark.parametrize(
     ("source", "kind"),
     [("odometry", Odometry), ("pose", PoseStamped), ("pose_with_covariance", PoseWithCovarianceStamped)],
 )
-def test_message_sources_give_camera_poses_and_drop_bad_messages(ros, source, kind):
+def test_message_sources_give_camera_poses_and_drop_bad_messages(ros, source, kind, own_threads):
     publisher_node, host = ros
     topic = f"/robot/{source}"
     config = PoseConfig(source=source, topic=topic, camera_offset=OFFSET)
-    pose_source, received = start_source(host, config)
+    pose_source, received = start_source(host, config, own_threads)
     publisher = publisher_node.create_publisher(kind, topic, 10)
     try:
+        # Served by a thread of its own (the node's choice), or by the executor: the same behaviour.
+        assert input_threads(host) == ({"pose_host_poses"} if own_threads else set())
         assert pose_source.description == f"{kind.__module__.split('.')[0]}/{kind.__name__} on {topic}"
         assert wait_for(lambda: publisher.get_subscription_count() > 0)
         publisher.publish(body_message(kind, 5 * S, BODY))
@@ -140,10 +148,12 @@ def test_message_sources_give_camera_poses_and_drop_bad_messages(ros, source, ki
     finally:
         pose_source.destroy()
         publisher_node.destroy_publisher(publisher)
-    # Destroyed: the subscription is gone (the lifecycle node makes and destroys one per activation).
+    # Destroyed: the subscription is gone (the lifecycle node makes and destroys one per activation), and
+    # its thread with it.
     assert wait_for(
         lambda: host.count_publishers(topic) == 0 and not host.get_subscriptions_info_by_topic(topic)
     )
+    assert input_threads(host) == set()
 
 
 def config_type_name(source: str) -> str:
@@ -178,12 +188,16 @@ def test_tf_gives_the_camera_pose_at_each_frame_stamp(ros):
     camera_on_base = Pose(OFFSET.pose().position, OFFSET.pose().orientation)
     static_publisher.publish(TFMessage(transforms=[transform("base_link", "camera_link", 0, camera_on_base)]))
     # One source takes the camera frame from the images; another names base_link and carries the same mount
-    # as pose.camera_offset: both give the same camera pose.
+    # as pose.camera_offset: both give the same camera pose. The second takes /tf and /tf_static on threads
+    # of its own (as the node does), the first on the executor.
     by_image_frame, from_images = start_source(host, PoseConfig(source="tf", max_gap_s=0.5))
     by_offset, from_offset = start_source(
-        host, PoseConfig(source="tf", camera_frame="base_link", camera_offset=OFFSET, max_gap_s=0.5)
+        host,
+        PoseConfig(source="tf", camera_frame="base_link", camera_offset=OFFSET, max_gap_s=0.5),
+        own_threads=True,
     )
     try:
+        assert input_threads(host) == {"pose_host_tf", "pose_host_tf_static"}
         assert by_image_frame.description == "TF odom -> the images' frame from /tf and /tf_static"
         assert wait_for(lambda: tf_publisher.get_subscription_count() >= 2)
         (info,) = {(i.topic_type, str(i.topic_type_hash)) for i in host.get_publishers_info_by_topic("/tf")}
@@ -239,6 +253,7 @@ def test_tf_gives_the_camera_pose_at_each_frame_stamp(ros):
         by_offset.destroy()
         publisher_node.destroy_publisher(static_publisher)
         publisher_node.destroy_publisher(tf_publisher)
+    assert input_threads(host) == set()  # destroyed: the threads are joined
 
 
 def test_tf_without_tf2_msgs_is_refused_with_the_fix_and_other_sources_still_start(ros, monkeypatch):

@@ -1,4 +1,5 @@
-"""The node's camera subscription, taken by a thread of its own instead of the node's executor.
+"""The node's camera subscription (and its other busy inputs), taken by a thread of its own instead of the
+node's executor.
 
 The node's services, action server, timers and its other subscriptions share one
 ``MultiThreadedExecutor``. Every message wakes that executor: it rebuilds its wait set of all those
@@ -9,7 +10,12 @@ while the executor was busy elsewhere best-effort frames were overwritten in the
 camera waits on a wait set that holds only it, in its own thread, as a plain subscriber does.
 
 The node's /clock subscription under sim time is taken the same way (100 Hz of wake-ups of the executor
-doubled the idle node's CPU). The subscription still belongs to the node (``ros2 node info`` lists it,
+doubled the idle node's CPU), and so are its pose inputs (odometry or /tf, often at the camera's rate):
+with them on the executor, its spin thread ran Python for every pose message (120 ms of its CPU within one
+200 ms camera callback, measured in a soak), and the camera thread waited for the GIL each time it let go
+of it (a JPEG encode, an OpenCV call).
+
+Each subscription still belongs to the node (``ros2 node info`` lists it,
 remappings and the namespace apply, a QoS mismatch is reported by the node): it sits in a callback group
 that no executor takes messages for (:class:`OwnThreadGroup`), while its QoS event handlers (incompatible
 QoS, ...) run on the node's executor as usual. The thread uses the same wait-set calls as rclpy's executors
@@ -120,5 +126,38 @@ class SubscriptionThread:
         self._wake.destroy_when_not_in_use()
 
     @property
+    def topic_name(self) -> str:
+        """The subscription's resolved topic."""
+        return self.subscription.topic_name
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+
+def subscribe_input(
+    node: Node,
+    msg_type: type,
+    topic: str,
+    callback: Callable[[Any], None],
+    qos: QoSProfile,
+    callback_group: CallbackGroup | None,
+    own_thread: bool,
+    name: str,
+) -> Subscription | SubscriptionThread:
+    """A subscription of ``node`` calling ``callback(message)``: served by a thread of its own named after
+    ``name`` (``own_thread``, see the module docstring), else by the node's executor in ``callback_group``.
+    Remove it with :func:`close_input`."""
+    if own_thread:
+        return SubscriptionThread(
+            node, msg_type, topic, lambda message, _info: callback(message), qos, name=name
+        )
+    return node.create_subscription(msg_type, topic, callback, qos, callback_group=callback_group)
+
+
+def close_input(node: Node, subscription: Subscription | SubscriptionThread) -> None:
+    """Remove a subscription :func:`subscribe_input` made (its thread stopped and joined first)."""
+    if isinstance(subscription, SubscriptionThread):
+        subscription.close()
+    else:
+        node.destroy_subscription(subscription)

@@ -101,6 +101,7 @@ from ..stamp_guard import CONFIRM_FRAMES
 from ..text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..windows import WindowError, format_stamp
 from .camera_thread import SubscriptionThread
+from .deferred_log import DeferredLogger
 from .frame_loss import SequenceGaps
 from .messages import answer_to_message, failure_message, rgb_image_message, stamp_to_ns
 from .params import NODE_NAME, NodeParameters
@@ -113,6 +114,10 @@ SHUTDOWN_GRACE_S = 3.0  # for the replies of questions in flight, then for the e
 REPLY_FLUSH_S = 0.5  # after the last reply was handed to DDS, before the context goes
 CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
 SIGNAL_POLL_S = 0.2  # the main thread wakes this often to run a SIGINT/SIGTERM handler
+# Python's thread switch interval in the node's process (default 5 ms). A thread that lets go of the GIL
+# (a JPEG encode, a file-system call) waits up to this long to get it back while another thread runs
+# Python (a generation, the background describer): the camera callback does that a few times per frame.
+SWITCH_INTERVAL_S = 0.001
 INACTIVE = "inactive"  # the status of a question asked while the node is not active
 
 
@@ -309,6 +314,8 @@ class EmbodiedRNode(LifecycleNode):
         self._failure = ""  # why the last configure failed
         self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
+        # Warnings from the camera and pose paths: logged by a thread of their own (see deferred_log).
+        self._input_log = DeferredLogger(self.get_logger(), name=f"{self.get_name()}_log")
         self._asks = threading.Condition()  # ask() calls in flight, waited for at shutdown
         self._asks_in_flight = 0
         self._frame_id = ""
@@ -573,6 +580,7 @@ class EmbodiedRNode(LifecycleNode):
             self._pose_group,
             on_pose=served.history.add_pose,
             on_problem=self._on_pose_problem,
+            own_threads=self._camera_thread,  # off the executor too: see camera_thread
         )
         self._inputs.append(
             self.create_subscription(
@@ -672,7 +680,7 @@ class EmbodiedRNode(LifecycleNode):
         decision = served.history.add_frame(Frame(image, stamp), message.header.frame_id)
         if decision.restarted:
             served.worker.clear_idle()
-            self.get_logger().info(
+            self._input_log.info(
                 f"camera stamps jumped {decision.jump_s:+.1f} s and stayed there (a bag loop or a simulation "
                 "restart): history cleared"
             )
@@ -693,7 +701,7 @@ class EmbodiedRNode(LifecycleNode):
             self.stats.frames_stored += 1
         if decision.store_error:
             self.stats.drop("too_large")
-            self.get_logger().warning(decision.store_error, throttle_duration_sec=WARN_THROTTLE_S)
+            self._warn_drop("too_large", decision.store_error)
         if decision.keyframe and served.encode is not None and self.params.config.query.pre_encode_keyframes:
             served.worker.submit_idle(functools.partial(served.encode, stamp))
         if decision.keyframe:
@@ -733,11 +741,12 @@ class EmbodiedRNode(LifecycleNode):
         )
 
     def _warn_drop(self, reason: str, text: str) -> None:
-        """A throttled warning per drop reason (one shared throttle would hide all reasons but one)."""
+        """A throttled warning per drop reason (one shared throttle would hide all reasons but one), logged
+        by the input log's thread: the camera thread never waits for rclpy's logger."""
         now = time.monotonic()
         if now - self._warned.get(reason, -math.inf) >= WARN_THROTTLE_S:
             self._warned[reason] = now
-            self.get_logger().warning(text)
+            self._input_log.warning(text)
 
     def _on_pose_problem(self, problem: PoseProblem) -> None:
         """A pose input that cannot be used: dropped and counted, never a failed question later."""
@@ -1225,6 +1234,8 @@ class EmbodiedRNode(LifecycleNode):
             self._release()
         if getattr(self, "_clock_thread", None) is not None:
             self._clock_thread.close()
+        if getattr(self, "_input_log", None) is not None:
+            self._input_log.close()
         if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
             gc.callbacks.remove(self.stats.gc_callback)
         super().destroy_node()
@@ -1304,6 +1315,7 @@ def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) ->
     the context first, and a service callback waiting for the models would hold the executor up to
     ``query.timeout_s``).
     """
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}

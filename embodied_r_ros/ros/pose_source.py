@@ -27,6 +27,7 @@ from ..frames import NS_PER_S, Pose
 from ..node_config import POSE_MESSAGE_TYPES, PoseConfig
 from ..pose_math import IDENTITY, compose, pose_problem
 from ..transform_tree import PendingLookups, SettledLookup, TransformTree, frame_name
+from .camera_thread import close_input, subscribe_input
 from .messages import odometry_pose, pose_stamped_pose, pose_with_covariance_pose, stamp_to_ns
 from .tf_listener import TF_STATIC_TOPIC, TF_TOPIC, TfListener, tf_messages_problem
 
@@ -82,6 +83,7 @@ class PoseSource:
         callback_group: CallbackGroup | None,
         on_pose: Callable[[int, Pose], Any],
         on_problem: Callable[[PoseProblem], Any],
+        own_threads: bool = False,
     ) -> None:
         problem = pose_source_problem(config)
         if problem:
@@ -101,17 +103,22 @@ class PoseSource:
             from rclpy.qos import QoSProfile, ReliabilityPolicy
 
             read = MESSAGE_POSES[self.source]
-            self._subscription = node.create_subscription(
+            self._subscription = subscribe_input(
+                node,
                 message_type(self.source),
                 config.topic,
                 lambda message: self._on_message(message, read),
                 QoSProfile(depth=POSE_QOS_DEPTH, reliability=ReliabilityPolicy.BEST_EFFORT),
-                callback_group=callback_group,
+                callback_group,
+                own_threads,
+                "poses",
             )
         elif self.source == "tf":
             tree = TransformTree(config.max_gap_s)
             self._pending = PendingLookups(tree, frame_name(config.odom_frame), config.max_gap_s)
-            self._tf = TfListener(node, tree, callback_group, self._settle, self._on_refused_transform)
+            self._tf = TfListener(
+                node, tree, callback_group, self._settle, self._on_refused_transform, own_threads=own_threads
+            )
 
     @property
     def description(self) -> str:
@@ -207,7 +214,7 @@ class PoseSource:
     def destroy(self) -> None:
         """Remove the subscriptions from the node; nothing is reported after this."""
         if self._subscription is not None:
-            self._node.destroy_subscription(self._subscription)
+            close_input(self._node, self._subscription)
             self._subscription = None
         if self._tf is not None:
             self._tf.destroy()

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..transform_tree import TransformTree
+from .camera_thread import close_input, subscribe_input
 from .messages import stamp_to_ns, transform_pose
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class TfListener:
         callback_group: CallbackGroup | None,
         on_update: Callable[[], None],
         on_refused: Callable[[str], None],
+        own_threads: bool = False,
     ) -> None:
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -75,19 +77,25 @@ class TfListener:
             )
 
         self._subscriptions = [
-            node.create_subscription(
+            subscribe_input(
+                node,
                 message_type,
                 TF_TOPIC,
                 lambda message: self._on_message(message, static=False),
                 qos(DurabilityPolicy.VOLATILE),
-                callback_group=callback_group,
+                callback_group,
+                own_threads,
+                "tf",
             ),
-            node.create_subscription(
+            subscribe_input(
+                node,
                 message_type,
                 TF_STATIC_TOPIC,
                 lambda message: self._on_message(message, static=True),
                 qos(DurabilityPolicy.TRANSIENT_LOCAL),
-                callback_group=callback_group,
+                callback_group,
+                own_threads,
+                "tf_static",
             ),
         ]
 
@@ -107,5 +115,5 @@ class TfListener:
     def destroy(self) -> None:
         """Remove the subscriptions from the node."""
         for subscription in self._subscriptions:
-            self._node.destroy_subscription(subscription)
+            close_input(self._node, subscription)
         self._subscriptions.clear()
