@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -250,6 +251,36 @@ def test_the_mission_perceiver_routes_each_key_frame_to_its_piece(mission) -> No
     with pytest.raises(GroundTruthError, match="outside mission"):
         perceiver.replies_for([KeyFrame(Frame(image, data["end_ns"] + NS_PER_S), 0)], AGNOSTIC)
     assert not is_mission_file(out / first["scene"])
+
+
+def test_identity_lines_number_frames_in_the_whole_query(mission) -> None:
+    """In "Seen again: the same X as in frame k", k counts the query's key frames, not the piece's run."""
+    out, _ = mission
+    data = _data(out)
+    perceiver = MissionGroundTruth(out / "mission.json")
+    image = np.zeros((8, 8, 3), np.uint8)
+    rooms = [p for p in data["pieces"] if p["kind"] == ROOM]
+    stamps = _frame_stamps(CONFIG)
+    before = [s for s in stamps if rooms[0]["interval"][0] <= s < rooms[0]["interval"][1]][:3]
+    found = 0
+    for room in rooms[1:]:
+        inside = [s for s in stamps if room["interval"][0] <= s < room["interval"][1]][::2]
+        names = {o["name"] for o in data["objects"] if o["room"] == room["room"]}
+        for name in sorted(names):
+            question = f"Where is the {name}?"
+            alone = GroundTruthPerceiver(out / room["scene"]).replies_for(
+                [KeyFrame(Frame(image, s), i) for i, s in enumerate(inside)], question
+            )
+            if not any("as in frame" in reply for reply in alone):
+                continue
+            keyframes = [KeyFrame(Frame(image, s), i) for i, s in enumerate(before + inside)]
+            replies = perceiver.replies_for(keyframes, question)
+            for j, reply in enumerate(replies[len(before) :], start=len(before)):
+                for k in (int(m) for m in re.findall(r"as in frame (\d+)", reply)):
+                    assert len(before) <= k < j  # a frame of this room's run, earlier in the query
+                    assert name in replies[k]  # where the object was listed first
+                    found += 1
+    assert found > 0  # the mission has such a line to check
 
 
 def test_bad_settings_and_a_used_directory_are_refused(mission) -> None:

@@ -9,14 +9,16 @@ perceiver describes them; where a query's key frames go from one piece into anot
 rooms, or over intervals a memory search retrieved), the first key frame of the next piece is described as
 a first frame is ("I see ..."), after the true motion between the two key frames on the mission's path
 (``Action: <label>``), so the replies keep the form a VLM's take. Positions given for question objects are
-then relative to the first key frame of each piece's run, not of the whole query: a limit of the
-instrument, stated here rather than hidden.
+then relative to the first key frame of each piece's run, not of the whole query, and an object is named
+"the same X as in frame k" (k counted in the whole query) only when seen again within one piece's run, not
+on a revisit in another piece: limits of the instrument, stated here rather than hidden.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
@@ -29,6 +31,7 @@ from .ground_truth import LABEL_PREFIX, GroundTruthError, GroundTruthPerceiver, 
 from .trajectory import Trajectory
 
 MISSION_FILE = "mission.json"
+_FRAME_REF = re.compile(r"(as in frame )(\d+)")  # ground_truth's "Seen again: the same X as in frame k"
 PIECES_LOADED = 8  # piece perceivers kept loaded (each holds a renderer): a few rooms around the question
 
 
@@ -43,6 +46,12 @@ def is_mission_file(path: str | Path) -> bool:
     except OSError:
         return False
     return '"pieces"' in head and '"rooms"' in head
+
+
+def _shift_frame_refs(reply: str, offset: int) -> str:
+    """``reply`` with each "as in frame k" (an identity line, counted within one piece's run) as the frame's
+    number in the whole query: ``k + offset``."""
+    return _FRAME_REF.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + offset}", reply)
 
 
 class MissionGroundTruth:
@@ -109,6 +118,8 @@ class MissionGroundTruth:
         previous: KeyFrame | None = None
         for index, run in runs:
             part = self._piece(index).replies_for(run, question, options)
+            if replies:  # the piece numbers its run's frames from 0; in the query they follow the others
+                part = [_shift_frame_refs(reply, len(replies)) for reply in part]
             if previous is not None:  # into another piece: the true motion, then what is in view
                 before = self._mission_pose(previous.frame.stamp_ns)
                 now = self._mission_pose(run[0].frame.stamp_ns)
