@@ -100,9 +100,9 @@ class MapPose:
     def place(self, ahead: float, left: float) -> tuple[float, float]:
         """A point given ``ahead`` and ``left`` of this camera (horizontally) on the map."""
         h = math.radians(self.heading_deg)
-        east = math.cos(h) * ahead - math.sin(h) * left
-        north = math.sin(h) * ahead + math.cos(h) * left
-        return self.x + east, self.y + north
+        dx = math.cos(h) * ahead - math.sin(h) * left
+        dy = math.sin(h) * ahead + math.cos(h) * left
+        return self.x + dx, self.y + dy
 
 
 @dataclass(frozen=True)
