@@ -24,11 +24,12 @@ def _wrap_camera_callback(path: str, threshold_s: float) -> None:
     import faulthandler
 
     deadline = time.monotonic() + _WAIT_FOR_NODE_S
-    while _NODE_MODULE not in sys.modules and time.monotonic() < deadline:
+    # The module shows in sys.modules as its import starts: wait until it defines the node class.
+    while not hasattr(sys.modules.get(_NODE_MODULE), "EmbodiedRNode"):
+        if time.monotonic() > deadline:
+            return
         time.sleep(0.05)
-    module = sys.modules.get(_NODE_MODULE)
-    if module is None:
-        return
+    module = sys.modules[_NODE_MODULE]
     dump = open(path, "a", buffering=1)  # noqa: SIM115 - kept open for faulthandler's C thread
     dump.write(f"stall trace armed at {time.time():.3f}: camera callbacks over {threshold_s * 1000:.0f} ms\n")
     on_image = module.EmbodiedRNode._on_image
