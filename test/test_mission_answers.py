@@ -44,12 +44,10 @@ from embodied_r_training.eval.mission_oracle import (
     mission_question_kind,
     parse_step,
 )
-from embodied_r_training.synth.mission import MissionConfig
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth
 from embodied_r_training.synth.mission_questions import KINDS
-from embodied_r_training.synth.mission_writer import write_mission
 from embodied_r_training.synth.trajectory import quaternion_from_yaw_pitch
-from synth_helpers import decode_image, odom_pose, read_bag, stamp_ns
+from synth_helpers import SHORT_MISSION, decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.ego_motion import ego_motion
 from embodied_r_ros.frames import Frame, Pose
@@ -61,25 +59,12 @@ from embodied_r_ros.prompts import reasoning_prompt
 from embodied_r_ros.question_file import MC
 from embodied_r_ros.text_embedding import E5Embedder
 
-# Two minutes, four room visits, small images: a few seconds to write.
-CONFIG = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)
+CONFIG = SHORT_MISSION  # the conftest's short_mission is written with it
 IMAGE_TOPIC, ODOMETRY_TOPIC = "/camera/image_raw/compressed", "/odom"
 
 
 @pytest.fixture(scope="module")
-def embedder() -> E5Embedder:
-    return E5Embedder()
-
-
-@pytest.fixture(scope="module")
-def mission(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("mission") / "m"
-    write_mission(CONFIG, out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def store(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store(short_mission: Path, e5_embedder: E5Embedder, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memory the node keeps of the mission, made in-process as the node wires it: the bag's camera
     frames and odometry, in bag order, into a RobotHistory over a MemoryStore (the node's buffer,
     key-frame and pose settings), then the background describer (the mission's ground-truth perception,
@@ -91,7 +76,7 @@ def store(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPath
         config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
     )
     history.memory = memory
-    bag = read_bag(mission / "bag")
+    bag = read_bag(short_mission / "bag")
     messages = sorted(
         (t, topic, m) for topic in (IMAGE_TOPIC, ODOMETRY_TOPIC) for t, m in bag.messages[topic]
     )  # fmt: skip
@@ -102,8 +87,8 @@ def store(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPath
             decision = history.add_frame(Frame(decode_image(message), stamp_ns(message)), "camera")
             assert decision.taken
     assert memory.flush()
-    perceiver = MissionGroundTruth(mission / "mission.json")
-    describer = MemoryDescriber(memory, perceiver, embedder, perceiver.label, config.memory.describe_batch)
+    perceiver = MissionGroundTruth(short_mission / "mission.json")
+    describer = MemoryDescriber(memory, perceiver, e5_embedder, perceiver.label, config.memory.describe_batch)
     while describer.describe_batch():
         assert memory.flush()
     assert describer.backlog() == 0 and describer.status().failed == 0
@@ -112,17 +97,17 @@ def store(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture(scope="module")
-def answers(mission: Path, store: Path, embedder: E5Embedder) -> MissionAnswers:
+def answers(short_mission: Path, store: Path, e5_embedder: E5Embedder) -> MissionAnswers:
     with ReadOnlyMemory(store) as memory:
-        return evaluate_mission(mission, memory, embedder)
+        return evaluate_mission(short_mission, memory, e5_embedder)
 
 
 @pytest.fixture(scope="module")
-def prompts(mission: Path, store: Path, embedder: E5Embedder):
+def prompts(short_mission: Path, store: Path, e5_embedder: E5Embedder):
     """Every question with its retrieved prompt's user turn."""
     with ReadOnlyMemory(store) as memory:
-        prompter = MissionPrompter(mission, memory, embedder, MissionAnswersConfig())
-        return [(q, prompter.prompt(q, RETRIEVED).user) for q in mission_questions(mission)]
+        prompter = MissionPrompter(short_mission, memory, e5_embedder, MissionAnswersConfig())
+        return [(q, prompter.prompt(q, RETRIEVED).user) for q in mission_questions(short_mission)]
 
 
 def _of_kind(answers: MissionAnswers, kind: str):
@@ -131,8 +116,8 @@ def _of_kind(answers: MissionAnswers, kind: str):
     return found
 
 
-def test_the_store_holds_the_mission_as_the_node_keeps_it(mission, store) -> None:
-    data = json.loads((mission / "mission.json").read_text(encoding="utf-8"))
+def test_the_store_holds_the_mission_as_the_node_keeps_it(short_mission, store) -> None:
+    data = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))
     with ReadOnlyMemory(store) as memory:
         start, end = memory.span()
         assert start == data["start_ns"] and 0 <= data["end_ns"] - end < 10**9  # candidates: 1 a second
@@ -150,8 +135,8 @@ def test_every_mission_question_is_read_as_its_kind(answers) -> None:
         assert len(_of_kind(answers, kind)) <= CONFIG.questions_per_kind
 
 
-def test_the_templates_match_the_questions_the_mission_asks(mission) -> None:
-    for labelled in mission_questions(mission):
+def test_the_templates_match_the_questions_the_mission_asks(short_mission) -> None:
+    for labelled in mission_questions(short_mission):
         assert mission_question_kind(labelled.question.question) == labelled.question.task
 
 
@@ -170,8 +155,10 @@ def test_a_sighting_the_memory_holds_no_frame_of_is_reached_by_nothing(answers) 
         assert question.reached[RETRIEVED] <= question.held and question.reached[EVIDENCE] <= question.held
 
 
-def test_over_the_evidence_key_frames_the_route_is_within_the_sightings_spread(answers, mission) -> None:
-    labels = json.loads((mission / "mission.json").read_text(encoding="utf-8"))["questions"]
+def test_over_the_evidence_key_frames_the_route_is_within_the_sightings_spread(
+    answers, short_mission
+) -> None:
+    labels = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))["questions"]
     for question in _of_kind(answers, "mission_route"):
         answer = question.answers[ORACLE_EVIDENCE]
         assert answer is not None, question.abstained
@@ -224,8 +211,8 @@ def test_the_oracle_abstains_when_the_prompt_lacks_the_lines_it_needs(prompts) -
     assert result.answer is None and result.abstained.endswith("has no position")
 
 
-def test_options_only_reads_the_options_alone(mission, answers) -> None:
-    questions = mission_questions(mission)
+def test_options_only_reads_the_options_alone(short_mission, answers) -> None:
+    questions = mission_questions(short_mission)
     records = [record(q.question, _empty_prompt(q)) for q in questions]
     blind = [dict(r, question="What is the meaning of this?", prompt=[]) for r in records]
     assert [p.score for p in options_only_predictions(records, None)] == [
@@ -242,8 +229,8 @@ def _empty_prompt(question: MissionQuestion) -> QuestionPrompt:
     return QuestionPrompt(question.question.id, RETRIEVED, (), (), (), 0, len(set(question.objects)))
 
 
-def test_evidence_reached_counts_objects_with_a_key_frame_inside_their_intervals(mission) -> None:
-    question = next(q for q in mission_questions(mission) if q.question.task == "mission_count")
+def test_evidence_reached_counts_objects_with_a_key_frame_inside_their_intervals(short_mission) -> None:
+    question = next(q for q in mission_questions(short_mission) if q.question.task == "mission_count")
     objects = list(dict.fromkeys(question.objects))
     inside = [question.intervals_of(o)[0][0] for o in objects]
     assert question.objects_reached(inside) == len(objects)
@@ -263,10 +250,10 @@ def test_the_tables_have_a_row_per_kind_and_one_per_mission_length(answers) -> N
     assert lines[2].startswith(f"| {answers.mission} | 2 |") and lines[-1].startswith("| longer | 60 |")
 
 
-def test_a_store_of_another_mission_is_refused_by_name(mission, store, tmp_path) -> None:
+def test_a_store_of_another_mission_is_refused_by_name(short_mission, store, tmp_path) -> None:
     other = tmp_path / "other"
     other.mkdir()
-    data = json.loads((mission / "mission.json").read_text(encoding="utf-8"))
+    data = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))
     data["end_ns"] += 600 * 10**9
     (other / "mission.json").write_text(json.dumps(data), encoding="utf-8")
     with ReadOnlyMemory(store) as memory, pytest.raises(ValueError, match="memory store .* holds 119"):

@@ -22,9 +22,8 @@ from embodied_r_training.eval.mission_recall import (
     recall_table,
     retrieve,
 )
-from embodied_r_training.synth.mission import MissionConfig
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth
-from embodied_r_training.synth.mission_writer import write_mission
+from synth_helpers import SHORT_MISSION
 
 from embodied_r_ros.memory_describer import MemoryDescriber
 from embodied_r_ros.memory_search import query_text
@@ -32,25 +31,12 @@ from embodied_r_ros.memory_store import MemoryStore
 from embodied_r_ros.question_file import read_questions
 from embodied_r_ros.text_embedding import E5Embedder
 
-# Two minutes, four room visits, small images: a few seconds to write.
-CONFIG = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)
+CONFIG = SHORT_MISSION  # the conftest's short_mission is written with it
 KS = (4, 8, 16)
 
 
 @pytest.fixture(scope="module")
-def embedder() -> E5Embedder:
-    return E5Embedder()
-
-
-@pytest.fixture(scope="module")
-def mission(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("mission") / "m"
-    write_mission(CONFIG, out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def described(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.TempPathFactory):
+def described(short_mission: Path, e5_embedder: E5Embedder, tmp_path_factory: pytest.TempPathFactory):
     """A memory of the mission as the node keeps it: a candidate every second (the frame stamps of the
     bag), every other one a key frame, every key frame described and embedded in the background."""
     store = MemoryStore(tmp_path_factory.mktemp("memory") / "memory.sqlite", 64.0)
@@ -59,8 +45,8 @@ def described(mission: Path, embedder: E5Embedder, tmp_path_factory: pytest.Temp
         kept = second % 2 == 0
         store.add_candidate(CONFIG.stamp_ns(second), kept, 0.4, "overlap" if kept else "", pixels)
     assert store.flush()
-    perceiver = MissionGroundTruth(mission / "mission.json")
-    describer = MemoryDescriber(store, perceiver, embedder, perceiver.label, batch=16)
+    perceiver = MissionGroundTruth(short_mission / "mission.json")
+    describer = MemoryDescriber(store, perceiver, e5_embedder, perceiver.label, batch=16)
     while describer.describe_batch():
         assert store.flush()
     assert describer.backlog() == 0 and describer.status().failed == 0
@@ -100,10 +86,10 @@ def test_the_table_averages_per_kind_and_over_all() -> None:
     }  # fmt: skip
 
 
-def test_every_question_with_evidence_is_labelled_with_its_intervals(mission: Path) -> None:
-    labels = json.loads((mission / "mission.json").read_text(encoding="utf-8"))["questions"]
-    questions = {q.id: q for q in read_questions(mission / "questions.jsonl")}
-    labelled = labelled_questions(mission)
+def test_every_question_with_evidence_is_labelled_with_its_intervals(short_mission: Path) -> None:
+    labels = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))["questions"]
+    questions = {q.id: q for q in read_questions(short_mission / "questions.jsonl")}
+    labelled = labelled_questions(short_mission)
     assert {q.id for q in labelled} == {i for i, label in labels.items() if label["evidence"]}
     assert len({q.kind for q in labelled}) >= 3
     for question in labelled:
@@ -113,8 +99,10 @@ def test_every_question_with_evidence_is_labelled_with_its_intervals(mission: Pa
         assert (question.start_ns, question.end_ns) == (source.start_ns, source.end_ns)
 
 
-def test_a_planted_hit_outside_the_evidence_does_not_count_and_one_inside_does(mission, embedder, tmp_path):
-    question = next(q for q in labelled_questions(mission) if q.kind == "mission_first_seen")
+def test_a_planted_hit_outside_the_evidence_does_not_count_and_one_inside_does(
+    short_mission, e5_embedder, tmp_path
+):
+    question = next(q for q in labelled_questions(short_mission) if q.kind == "mission_first_seen")
     (start, end), *_ = question.evidence
     inside, outside = start, question.end_ns  # the mission's last frame: after every first sighting
     assert intervals_hit([outside], question.evidence) == 0
@@ -122,11 +110,11 @@ def test_a_planted_hit_outside_the_evidence_does_not_count_and_one_inside_does(m
     try:
         # The description outside says what the question says (the best match); the one inside, nothing.
         for stamp, text in ((outside, question.text), (inside, "a plain grey wall")):
-            vector = embedder.passages([text])[0]
+            vector = e5_embedder.passages([text])[0]
             store.add_description(stamp, text, "test", question_agnostic=True, embedding=vector,
-                                  embedding_model=embedder.name)  # fmt: skip
+                                  embedding_model=e5_embedder.name)  # fmt: skip
         assert store.flush()
-        hits = retrieve(store, embedder, question, k=2)
+        hits = retrieve(store, e5_embedder, question, k=2)
         assert hits == [outside, inside]
         result = question_recall(question, hits, ks=(1, 2))
         assert not result.found(1) and result.found(2)
@@ -135,10 +123,10 @@ def test_a_planted_hit_outside_the_evidence_does_not_count_and_one_inside_does(m
         store.close()
 
 
-def test_recall_of_the_described_mission(described, embedder, mission: Path) -> None:
-    table, results = mission_recall(described, embedder, mission, ks=KS)
+def test_recall_of_the_described_mission(described, e5_embedder, short_mission: Path) -> None:
+    table, results = mission_recall(described, e5_embedder, short_mission, ks=KS)
     rows = {row.kind: row for row in table}
-    labelled = labelled_questions(mission)
+    labelled = labelled_questions(short_mission)
     assert rows[ALL_KINDS].questions == len(results) == len(labelled)
     keyframes = {c.stamp_ns for c in described.candidates(CONFIG.start_ns, CONFIG.stamp_ns(CONFIG.duration_s))
                  if c.kept}  # fmt: skip
@@ -146,7 +134,7 @@ def test_recall_of_the_described_mission(described, embedder, mission: Path) -> 
         assert len(result.hits) == 16 and set(result.hits) <= keyframes
         # The smaller k read the first hits of one search: the same as a search for that k.
         for k in KS:
-            assert retrieve(described, embedder, question, k) == list(result.hits[:k])
+            assert retrieve(described, e5_embedder, question, k) == list(result.hits[:k])
             hit = any(a <= s <= b for s in result.hits[:k] for a, b in question.evidence)
             assert result.found(k) == hit
     for row in table:
@@ -159,16 +147,16 @@ def test_recall_of_the_described_mission(described, embedder, mission: Path) -> 
     every = rows[ALL_KINDS]
     assert every.recall[4] >= 0.6 and every.recall[16] >= 0.9, [row.to_dict() for row in table]
     # A padding of the whole mission puts every hit inside.
-    padded, _ = mission_recall(described, embedder, mission, ks=(4,), padding_s=CONFIG.duration_s)
+    padded, _ = mission_recall(described, e5_embedder, short_mission, ks=(4,), padding_s=CONFIG.duration_s)
     assert padded[-1].recall[4] == 1.0
 
 
-def test_a_directory_without_a_mission_is_named_with_the_fix(tmp_path: Path, embedder) -> None:
+def test_a_directory_without_a_mission_is_named_with_the_fix(tmp_path: Path, e5_embedder) -> None:
     with pytest.raises(MissionRecallError, match=r"mission\.json is missing.*bench/make_mission\.py"):
         labelled_questions(tmp_path)
     store = MemoryStore(tmp_path / "memory.sqlite", 8.0)
     try:
         with pytest.raises(ValueError, match="k must be >= 1"):
-            mission_recall(store, embedder, tmp_path, ks=(0,))
+            mission_recall(store, e5_embedder, tmp_path, ks=(0,))
     finally:
         store.close()
