@@ -92,13 +92,16 @@ class HistorySize:
 @dataclass(frozen=True)
 class WindowKeyFrames:
     """The key frames of one question's window, with the window and the newest stamp it was cut from;
-    ``intervals``: the intervals they came from (the window alone, or a memory search's intervals)."""
+    ``intervals``: the intervals they came from (the window alone, or a memory search's intervals);
+    ``mission_origin_ns``: for a memory search, the stamp its mission times count from
+    (:mod:`~embodied_r_ros.mission_time`), else None."""
 
     start_ns: int
     end_ns: int
     newest_ns: int
     keyframes: list[KeyFrame]
     intervals: tuple[tuple[int, int], ...] = ()
+    mission_origin_ns: int | None = None
 
     def spans(self) -> tuple[tuple[int, int], ...]:
         """The intervals reasoned over: ``intervals``, else the window."""
@@ -408,7 +411,7 @@ class RobotHistory:
         span = memory.span()
         newest = span[1] if span is not None else (spans[-1][1] if spans else 0)
         start, end = (spans[0][0], spans[-1][1]) if spans else (0, 0)
-        return WindowKeyFrames(start, end, newest, keyframes, tuple(spans))
+        return WindowKeyFrames(start, end, newest, keyframes, tuple(spans), memory.timeline_start_ns())
 
     def stored_frame(self, stamp_ns: int) -> Frame | None:
         """The stored copy of the frame stamped exactly ``stamp_ns`` (the pixels a question will send)."""

@@ -300,6 +300,11 @@ def _counts(db: sqlite3.Connection, path: Path) -> dict[str, Any]:
     )
 
 
+def _start_key(timeline: int | str) -> str:
+    """The meta key holding a timeline's first stamp."""
+    return f"timeline_start.{timeline}"
+
+
 def _lock_path(path: Path) -> Path:
     """``NAME.lock``: the node holds an exclusive lock on it while the store is open."""
     return path.with_name(path.name + ".lock")
@@ -379,6 +384,15 @@ class MemoryReader:
         if status.oldest_ns is None or status.newest_ns is None:
             return None
         return status.oldest_ns, status.newest_ns
+
+    def timeline_start_ns(self) -> int | None:
+        """The first stamp the current timeline ever held, still known when eviction has dropped its frame:
+        the origin of mission times (the oldest frame held for stores written before it was kept)."""
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (_start_key(self.status().timeline),))
+        if rows:
+            return int(rows[0][0])
+        span = self.span()
+        return span[0] if span is not None else None
 
     def candidates(self, start_ns: int, end_ns: int) -> list[StoredCandidate]:
         """The current timeline's candidates stamped in [start_ns, end_ns], oldest first (no images)."""
@@ -778,11 +792,13 @@ class MemoryStore(MemoryReader):
         assert db is not None
         status = self.status()
         timeline, oldest, newest = status.timeline, status.oldest_ns, status.newest_ns
-        frames, keyframes, poses, descriptions = [], 0, [], []
+        frames, keyframes, poses, descriptions, starts = [], 0, [], [], []
         for row in rows:
             if isinstance(row, _Candidate):
                 if newest is not None and row.stamp_ns <= newest:  # the stamps went back: a new timeline
                     timeline, oldest, newest = timeline + 1, None, None
+                if oldest is None:  # the timeline's first frame (kept as its start when the frame is evicted)
+                    starts.append((_start_key(timeline), str(row.stamp_ns)))
                 encoding = "rgb8" if row.payload.ndim == 3 else "jpeg"
                 height, width = row.payload.shape[:2] if row.payload.ndim == 3 else (0, 0)
                 frames.append(
@@ -816,6 +832,7 @@ class MemoryStore(MemoryReader):
                     "written_ns, embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     descriptions,
                 )
+                db.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", starts)
             with self._status_lock:
                 s = self._status
                 self._status = replace(
@@ -920,6 +937,7 @@ class MemoryStore(MemoryReader):
             with _transaction(db):
                 for table in ("frames", "poses", "descriptions"):
                     db.execute(f"DELETE FROM {table}")
+                db.execute("DELETE FROM meta WHERE key LIKE ?", (_start_key("%"),))
             db.executescript("PRAGMA incremental_vacuum;")  # stepped to the end (execute frees one page)
             self._checkpoint()
             self._last_pose_ns = None

@@ -15,6 +15,7 @@ from .backends.base import MeasuresPrompts
 from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
+from .mission_time import place_in_mission
 from .perceivers import PerceiverRegistry
 from .perception import Description, ImageEncoder, KeyFramePerceiver
 from .prompt_fit import FittedPrompt, fit_prompt
@@ -86,8 +87,12 @@ class EmbodiedR:
         frames: Sequence[Frame] | None = None,
         keyframes: Sequence[KeyFrame] | None = None,
         on_progress: ProgressCallback | None = None,
+        mission_origin_ns: int | None = None,
     ) -> Answer:
         """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first).
+
+        ``mission_origin_ns`` (given for an answer from a memory search) starts each observation with its
+        key frame's time since that stamp and its position (:mod:`~embodied_r_ros.mission_time`).
 
         When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
         observations, see :mod:`~embodied_r_ros.prompt_fit`); the answer's ``notes`` say what was done, and
@@ -108,6 +113,8 @@ class EmbodiedR:
         start = time.perf_counter()
         descriptions = self.perceiver.describe(keyframes, question, options)
         perception_s = time.perf_counter() - start
+        if mission_origin_ns is not None:
+            descriptions = place_in_mission(descriptions, keyframes, mission_origin_ns)
 
         report("reasoning", 0.6)
         start = time.perf_counter()

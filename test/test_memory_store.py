@@ -158,12 +158,14 @@ def test_stamps_that_go_back_start_a_new_timeline(store_path):
         assert store.flush()
         assert store.status().timeline == 1 and store.span() == (second[0], second[-1])
         assert [c.stamp_ns for c in store.candidates(first[0], first[-1])] == second
+        assert store.timeline_start_ns() == second[0]  # mission times count from the new run's start
     finally:
         store.close()
     assert rows(store_path, "SELECT COUNT(*) FROM frames") == [(10,)]  # both runs are kept
     reopened = MemoryStore(store_path, 64)
     try:
         assert reopened.status().timeline == 1 and reopened.span() == (second[0], second[-1])
+        assert reopened.timeline_start_ns() == second[0]
     finally:
         reopened.close()
 
@@ -185,6 +187,7 @@ def test_the_disk_budget_evicts_the_oldest_frames_and_the_file_stops_growing(sto
         held = [c.stamp_ns for c in store.candidates(0, 2**62)]
         assert held == stamps[-len(held) :] and status.frames == len(held) < 240  # the newest, in order
         assert store.span() == (held[0], stamps[-1])
+        assert store.timeline_start_ns() == stamps[0] < held[0]  # the start outlives its evicted frame
         # Poses older than the oldest frame (less a second for interpolation) went with the frames.
         assert rows(store_path, "SELECT MIN(stamp_ns) FROM poses")[0][0] >= held[0] - NS_PER_S
     finally:
@@ -219,9 +222,9 @@ def test_clear_empties_the_store_and_gives_the_pages_back(store_path):
         assert store.clear()
         status = store.status()
         assert (status.frames, status.poses, status.oldest_ns) == (0, 0, None) and store.span() is None
-        assert status.size_bytes < before // 4
-        fill(store, 3, start=100)  # it keeps writing afterwards
-        assert store.flush() and store.status().frames == 3
+        assert status.size_bytes < before // 4 and store.timeline_start_ns() is None
+        again = fill(store, 3, start=100)  # it keeps writing afterwards, a mission starting anew
+        assert store.flush() and store.status().frames == 3 and store.timeline_start_ns() == again[0]
     finally:
         store.close()
 

@@ -54,6 +54,7 @@ from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.history import RobotHistory
 from embodied_r_ros.memory_describer import MemoryDescriber
 from embodied_r_ros.memory_store import MemoryStore, ReadOnlyMemory
+from embodied_r_ros.mission_time import mission_clock
 from embodied_r_ros.node_config import NodeConfig
 from embodied_r_ros.prompts import reasoning_prompt
 from embodied_r_ros.question_file import MC
@@ -174,16 +175,29 @@ def test_over_the_retrieved_key_frames_order_is_right_where_the_evidence_was_rea
         assert question.scores[ORACLE] == 1.0, question.id
 
 
-def test_last_seen_is_never_answered_since_no_prompt_gives_a_mission_time(answers, prompts) -> None:
-    for question in _of_kind(answers, "mission_last_seen"):
-        for system in (ORACLE, ORACLE_EVIDENCE):
-            assert question.answers[system] is None
-            assert question.abstained[system] == "the prompt gives no key frame its mission time"
-            assert question.scores[system] == 0.0
-    for labelled, user in prompts:
-        if labelled.question.task == "mission_last_seen":
-            frames = user.split("\nQuestion: ")[0]
-            assert not any(option in frames for option in labelled.question.options)
+def test_over_the_evidence_key_frames_last_seen_is_read_from_the_frames_mission_times(answers) -> None:
+    held = [q for q in _of_kind(answers, "mission_last_seen") if q.held == q.objects]
+    assert held
+    for question in held:
+        assert question.abstained[ORACLE_EVIDENCE] == "", question.id
+        assert question.scores[ORACLE_EVIDENCE] == 1.0, (question.id, question.answers, question.solution)
+
+
+def test_a_searched_prompt_gives_each_key_frame_its_mission_time_and_position(
+    short_mission, store, e5_embedder
+) -> None:
+    start_ns = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))["start_ns"]
+    with ReadOnlyMemory(store) as memory:
+        prompter = MissionPrompter(short_mission, memory, e5_embedder, MissionAnswersConfig())
+        labelled = next(q for q in mission_questions(short_mission) if q.question.task == "mission_last_seen")
+        prompt = prompter.prompt(labelled, EVIDENCE)
+    frames = [line for line in prompt.user.splitlines() if line.startswith("Frame ")]
+    assert len(frames) == len(prompt.keyframe_stamps) > 0
+    for line, stamp in zip(frames, prompt.keyframe_stamps, strict=True):
+        clock = mission_clock((stamp - start_ns) / 10**9)
+        assert re.search(rf"Observe: At {clock} into the mission, at \(-?\d+\.\d, -?\d+\.\d\) m: ", line), (
+            line
+        )
 
 
 def _prompt_of(prompts, kind: str) -> tuple[MissionQuestion, str]:
@@ -201,7 +215,10 @@ def test_the_oracle_abstains_when_the_prompt_lacks_the_lines_it_needs(prompts) -
     _, user = _prompt_of(prompts, "mission_route")
     labelled_only = re.sub(r"(?m)^(Frame \d+: After ).*?(, Observe: )", r"\1move forward\2", user)
     assert labelled_only != user
-    result = mission_oracle(labelled_only)  # the VLM's action labels: no metres to chain
+    assert mission_oracle(labelled_only).answer is not None  # the place lines' positions suffice
+    unplaced = re.sub(r"(?m)(Observe: )At \d+:\d\d into the mission, at \([^)]*\) m: ", r"\1", labelled_only)
+    assert unplaced != labelled_only
+    result = mission_oracle(unplaced)  # the VLM's action labels and no positions: no metres to chain
     assert result.answer is None and result.abstained.endswith("is not given in metres")
 
     _, user = _prompt_of(prompts, "mission_count")

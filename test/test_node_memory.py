@@ -6,6 +6,7 @@ stops the node from answering from RAM."""
 from __future__ import annotations
 
 import functools
+import re
 import signal
 import sqlite3
 import threading
@@ -32,6 +33,7 @@ from embodied_r_ros.cli.parts import perceivers
 from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.memory_store import MemoryStore, MemoryStoreError, ReadOnlyMemory, default_memory_path
+from embodied_r_ros.mission_time import mission_clock
 from embodied_r_ros.question_file import Question
 from embodied_r_ros.ros import node as node_module
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
@@ -394,6 +396,7 @@ def test_a_question_that_names_a_thing_is_answered_from_the_intervals_where_it_w
     harness = harness_for(ros_context, node, "searcher")
     try:
         published = publish_turn(harness, TURN_S)
+
         # The background describer catches up while no question waits.
         def caught_up() -> bool:
             values = harness.last_status()[2]
@@ -414,9 +417,21 @@ def test_a_question_that_names_a_thing_is_answered_from_the_intervals_where_it_w
         assert stamps and all(any(a <= s <= b for a, b in zip(starts, ends, strict=True)) for s in stamps)
         assert any("blue box" in d for d in answer.keyframe_descriptions)
         assert any(n.startswith("searched the memory: answered from") for n in answer.notes)
-        # A question about a window still names the window as its one interval.
+        # Each key frame's observation starts with its time since the memory's first frame (poses are off).
+        for stamp, text in zip(stamps, answer.keyframe_descriptions, strict=True):
+            clock = mission_clock((stamp - published[0]) / 1e9)
+            place = rf"(^|: )At {clock} into the mission(, at \(-?[\d.]+, -?[\d.]+\) m)?: "
+            assert re.search(place, text), text
+        # The memory keeps the question's descriptions as the VLM wrote them, without that line.
+        memory = harness.node.served.memory
+        assert memory is not None and memory.flush()
+        kept = memory.descriptions(published[0], published[-1])
+        asked = [d.text for d in kept if d.question == "Where did I last see the blue box?"]
+        assert asked and not any("into the mission" in text for text in asked)
+        # A question about a window still names the window as its one interval, in the paper's prompt.
         plain = harness.ask("What did I see last?")
         assert plain.success and len(plain.answer.interval_starts) == 1
+        assert not any("into the mission" in d for d in plain.answer.keyframe_descriptions)
     finally:
         harness.close()
 

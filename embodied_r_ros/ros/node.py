@@ -94,6 +94,7 @@ from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
 from ..memory_describer import MemoryDescriber
 from ..memory_store import MemoryStatus, MemoryStore, memory_path
+from ..mission_time import without_place
 from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR, NoFramesError
@@ -977,13 +978,17 @@ class EmbodiedRNode(LifecycleNode):
             )
         keyframes_s = time.perf_counter() - start
         answer = served.pipeline.answer(
-            request.question, request.options, keyframes=keyframes, on_progress=job.report
+            request.question,
+            request.options,
+            keyframes=keyframes,
+            on_progress=job.report,
+            mission_origin_ns=found.mission_origin_ns,  # a search's key frames get their time and place
         )
         if served.memory is not None:
             for description in answer.descriptions:  # question-conditioned: the VLM saw the question
                 served.memory.add_description(
                     description.stamp_ns,
-                    description.observation,
+                    without_place(description.observation),  # as the VLM wrote it
                     served.pipeline.perception,
                     question_agnostic=False,
                     question=request.question,

@@ -51,6 +51,7 @@ from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory, WindowKeyFrames
 from embodied_r_ros.memory_search import Interval, SearchSettings
 from embodied_r_ros.memory_store import MemoryReader
+from embodied_r_ros.mission_time import place_in_mission
 from embodied_r_ros.node_config import MemoryConfig
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.question_file import MC, Question, read_questions
@@ -288,6 +289,8 @@ class MissionPrompter:
             return QuestionPrompt(q.id, source, (), (), (), 0, objects, error)
         keyframes = found.keyframes
         descriptions = self.perceiver.describe(keyframes, q.question, q.options)
+        if found.mission_origin_ns is not None:  # as the node's pipeline does for a search
+            descriptions = place_in_mission(descriptions, keyframes, found.mission_origin_ns)
         if self.pipeline is not None:  # the node fits the prompt to its LM's context
             fitted = self.pipeline.fit_prompt(descriptions, keyframes, q.question, q.options)
             descriptions = fitted.descriptions

@@ -17,11 +17,13 @@ mission_count      every listing of the category's names with its position ("at 
                    stand``), put on one map by dead reckoning (below); listings of one name less than
                    :data:`SAME_OBJECT_M` apart are one object. None when a listing has no position, or
                    listings of several runs need a motion the prompt does not give in metres.
-mission_last_seen  never answered: the prompt gives no key frame its mission time (the frames are numbered
-                   0..n-1 with the motion between them, not stamped), so no reader can tell "m:ss" apart.
-mission_route      the camera's positions at the frames that first list the two names, by dead reckoning;
-                   their horizontal distance. None when a name is never listed or a motion between the two
-                   frames is not given in metres.
+mission_last_seen  the mission time of the last key frame listing the name (the place line a memory
+                   search's answer starts each observation with, :mod:`embodied_r_ros.mission_time`); the
+                   option nearest to it. None when the name is never listed or that frame has no time.
+mission_route      the robot's positions at the frames that first list the two names: their place lines'
+                   odometry positions when both have one, else by dead reckoning; their horizontal distance.
+                   None when a name is never listed or (without positions) a motion between the two frames
+                   is not given in metres.
 ================== ===========================================================================================
 
 **Dead reckoning** (:func:`dead_reckon`) chains the odometry's account of each step ("After I moved forward
@@ -44,6 +46,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from embodied_r_ros.mission_time import PLACE_PATTERN, mission_clock
 from embodied_r_ros.options import OPTION_LETTERS
 
 from ..synth.questions import plural
@@ -116,10 +119,19 @@ class Listing:
     position: tuple[float, float, float] | None
 
 
+@dataclass(frozen=True)
+class Place:
+    """A key frame's place line: seconds into the mission and the odometry position (None: not given)."""
+
+    seconds: int
+    position: tuple[float, float] | None
+
+
 @dataclass
 class MissionReading:
     """What a prompt says: the question, options, each step's motion (None: not in metres), the key frame
-    that begins each frame's run, and every object listing in frame order."""
+    that begins each frame's run, every object listing in frame order, and each frame's place line (None:
+    the frame has none)."""
 
     question: str
     options: list[str]
@@ -127,10 +139,15 @@ class MissionReading:
     steps: list[Step | None]
     runs: list[int]
     listings: list[Listing]
+    places: list[Place | None]
 
     def first_frame(self, name: str) -> int | None:
         """The key frame that first lists ``name`` (None: never listed)."""
         return next((item.frame for item in self.listings if item.name == name), None)
+
+    def last_frame(self, name: str) -> int | None:
+        """The key frame that last lists ``name`` (None: never listed)."""
+        return next((item.frame for item in reversed(self.listings) if item.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -207,11 +224,14 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
     steps: list[Step | None] = []
     runs: list[int] = []
     listings: list[Listing] = []
+    places: list[Place | None] = []
     for line in prompt.splitlines():
         match = _FRAME.match(line)
         if match is None:
             continue
         frame, action, observation = int(match.group(1)), match.group(2), match.group(3)
+        places.append(_place(observation))
+        observation = PLACE_PATTERN.sub("", observation, count=1)
         if frame > 0:
             steps.append(parse_step(action or ""))
         runs.append(frame if frame == 0 or observation.startswith(NEW_RUN) else runs[-1])
@@ -226,7 +246,23 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
                     else None
                 )
                 listings.append(Listing(found.group("name"), frame, runs[-1], position))
-    return MissionReading(reading.question, reading.options, reading.frames, steps, runs, listings)
+    return MissionReading(reading.question, reading.options, reading.frames, steps, runs, listings, places)
+
+
+def _place(observation: str) -> Place | None:
+    """The place line an observation starts with (None: it has none)."""
+    match = PLACE_PATTERN.match(observation)
+    if match is None:
+        return None
+    minutes, seconds = match.group("clock").split(":")
+    position = (float(match.group("x")), float(match.group("y"))) if match.group("x") else None
+    return Place(int(minutes) * 60 + int(seconds), position)
+
+
+def _seconds(clock: str) -> int | None:
+    """Seconds of a "m:ss" option (None: not in that form)."""
+    match = re.fullmatch(r"(\d+):(\d\d)", clock.strip())
+    return int(match.group(1)) * 60 + int(match.group(2)) if match else None
 
 
 # ------------------------------------------------------------------------------------------------ kinds
@@ -329,18 +365,42 @@ def _count(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
 
 
 def _last_seen(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
-    raise _Unanswerable("the prompt gives no key frame its mission time")
+    name = match.group(1)
+    frame = reading.last_frame(name)
+    if frame is None:
+        raise _Unanswerable(f"the {name} is never described")
+    place = reading.places[frame]
+    if place is None:
+        raise _Unanswerable(f"frame {frame}, the last to describe the {name}, has no mission time")
+    times = [_seconds(option) for option in reading.options]
+    if not reading.options or None in times:
+        raise _Unanswerable("the options are not mission times (m:ss)")
+    nearest = min(range(len(times)), key=lambda i: abs((times[i] or 0) - place.seconds))
+    clock = mission_clock(place.seconds)
+    letter = OPTION_LETTERS[nearest]
+    text = (
+        f"The {name} is last described in frame {frame}, {clock} into the mission; the nearest option is "
+        f"{reading.options[nearest]}, option {letter}."
+    )
+    return text, letter
 
 
 def _route(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
     names = [match.group(1), match.group(2)]
     frames = _first_frames(reading, names)
-    a, b = _poses(reading, frames)
-    metres = math.dist((a.x, a.y), (b.x, b.y))
+    positions = [reading.places[f].position if reading.places[f] else None for f in frames]
+    if positions[0] is not None and positions[1] is not None:
+        a, b = positions
+        where = "by my odometry"
+    else:
+        poses = _poses(reading, frames)
+        a, b = (poses[0].x, poses[0].y), (poses[1].x, poses[1].y)
+        where = "on the map of frame 0 (chaining my motions)"
+    metres = math.dist(a, b)
     text = (
-        f"I first saw the {names[0]} at frame {frames[0]}, where I stood at ({a.x:.1f}, {a.y:.1f}) on the "
-        f"map of frame 0 (chaining my motions), and the {names[1]} at frame {frames[1]}, at ({b.x:.1f}, "
-        f"{b.y:.1f}). The straight line between them is {metres:.2f} m."
+        f"I first saw the {names[0]} at frame {frames[0]}, where I stood at ({a[0]:.1f}, {a[1]:.1f}) "
+        f"{where}, and the {names[1]} at frame {frames[1]}, at ({b[0]:.1f}, {b[1]:.1f}). The straight line "
+        f"between them is {metres:.2f} m."
     )
     return text, round(metres, 2)
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from embodied_r_ros.mission_time import mission_clock
 from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question
 
@@ -161,8 +162,7 @@ class _Draft:
 
 def format_mission_time(seconds: float) -> str:
     """Mission time as options show it: "m:ss", to :data:`TIME_STEP_S` seconds."""
-    total = int(round(seconds / TIME_STEP_S)) * TIME_STEP_S
-    return f"{total // 60}:{total % 60:02d}"
+    return mission_clock(round(seconds / TIME_STEP_S) * TIME_STEP_S)
 
 
 class _Mission:
