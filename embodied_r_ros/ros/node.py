@@ -101,6 +101,7 @@ from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES
 from ..text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..windows import WindowError, format_stamp
+from .action_server import steady_action_server
 from .camera_thread import SubscriptionThread
 from .deferred_log import DeferredLogger
 from .frame_loss import SequenceGaps
@@ -451,7 +452,7 @@ class EmbodiedRNode(LifecycleNode):
         entities = [
             self.create_service(AskSpatial, "~/ask", self._on_ask, callback_group=group),
             self.create_service(Trigger, "~/reset", self._on_reset, callback_group=group),
-            ActionServer(
+            steady_action_server(  # the goal-expiry timer off ROS time: no wake-up per /clock
                 self,
                 AnswerSpatial,
                 "~/answer",
