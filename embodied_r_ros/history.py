@@ -42,7 +42,14 @@ from .keyframes import (
     _assemble,
     _Decision,
 )
-from .memory_search import REASON_RETRIEVED, Interval, SearchSettings, search_intervals, spread_indices
+from .memory_search import (
+    REASON_RETRIEVED,
+    Interval,
+    SearchSettings,
+    search_intervals,
+    settings_for,
+    spread_indices,
+)
 from .memory_store import MemoryReader, MemoryStore, MemoryStoreError, StoredCandidate
 from .pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard
@@ -359,6 +366,7 @@ class RobotHistory:
             start, end = window.resolve(0.0, span[0], span[1], self.history_s, fix="search a later interval")
             start = max(start, span[0])
         try:
+            settings = settings_for(question, settings, self.keyframe_config.max_keyframes)
             intervals = search_intervals(memory, embedder, question, options, start, end, settings)
             found = self.keyframes_in_intervals(intervals) if intervals else None
         except MemoryStoreError as exc:

