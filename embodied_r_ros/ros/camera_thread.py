@@ -168,20 +168,25 @@ def subscribe_input(
     node: Node,
     msg_type: type,
     topic: str,
-    callback: Callable[[Any], None],
+    callback: Callable[..., None],
     qos: QoSProfile,
     callback_group: CallbackGroup | None,
     own_thread: bool,
     name: str,
+    *,
+    event_callbacks: SubscriptionEventCallbacks | None = None,
+    with_info: bool = False,
 ) -> Subscription | SubscriptionThread:
-    """A subscription of ``node`` calling ``callback(message)``: served by a thread of its own named after
-    ``name`` (``own_thread``, see the module docstring), else by the node's executor in ``callback_group``.
-    Remove it with :func:`close_input`."""
+    """A subscription of ``node`` calling ``callback(message)``, or ``callback(message, info)`` with the
+    message's MessageInfo (``with_info``): served by a thread of its own named after ``name`` with its
+    QoS ``event_callbacks`` (``own_thread``, see the module docstring), else by the node's executor in
+    ``callback_group``. Remove it with :func:`close_input`."""
     if own_thread:
-        return SubscriptionThread(
-            node, msg_type, topic, lambda message, _info: callback(message), qos, name=name
-        )
-    return node.create_subscription(msg_type, topic, callback, qos, callback_group=callback_group)
+        call = callback if with_info else (lambda message, _info: callback(message))
+        return SubscriptionThread(node, msg_type, topic, call, qos, event_callbacks, name=name)
+    return node.create_subscription(
+        msg_type, topic, callback, qos, callback_group=callback_group, event_callbacks=event_callbacks
+    )
 
 
 def close_input(node: Node, subscription: Subscription | SubscriptionThread) -> None:

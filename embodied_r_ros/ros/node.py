@@ -78,6 +78,7 @@ from rclpy.qos import (
     qos_policy_name_from_kind,
 )
 from rclpy.signals import SignalHandlerOptions
+from rclpy.subscription import Subscription
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CompressedImage, Image
 from std_srvs.srv import Trigger
@@ -102,7 +103,7 @@ from ..stamp_guard import CONFIRM_FRAMES
 from ..text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..windows import WindowError, format_stamp
 from .action_server import steady_action_server
-from .camera_thread import SubscriptionThread
+from .camera_thread import SubscriptionThread, close_input, subscribe_input
 from .deferred_log import DeferredLogger
 from .frame_loss import SequenceGaps
 from .messages import answer_to_message, failure_message, rgb_image_message, stamp_to_ns
@@ -310,7 +311,7 @@ class EmbodiedRNode(LifecycleNode):
         gc.callbacks.append(self.stats.gc_callback)
         self.served: Served | None = None  # configured
         self._inputs: list[Any] = []  # active: the subscriptions (camera thread, poses, questions)
-        self._camera: SubscriptionThread | None = None
+        self._camera: Subscription | SubscriptionThread | None = None
         self._poses: PoseSource | None = None  # active: camera poses from pose.source
         self._active = False
         self._failure = ""  # why the last configure failed
@@ -560,22 +561,18 @@ class EmbodiedRNode(LifecycleNode):
                 else ReliabilityPolicy.RELIABLE
             ),
         )
-        events = SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch)
-        if self._camera_thread:
-            self._camera = SubscriptionThread(
-                self, self.camera_type, self.camera_topic, self._on_image, camera_qos, events
-            )
-        else:
-            self._inputs.append(
-                self.create_subscription(
-                    self.camera_type,
-                    self.camera_topic,
-                    self._on_image,
-                    camera_qos,
-                    callback_group=self._camera_group,
-                    event_callbacks=events,
-                )
-            )
+        self._camera = subscribe_input(
+            self,
+            self.camera_type,
+            self.camera_topic,
+            self._on_image,
+            camera_qos,
+            self._camera_group,
+            own_thread=self._camera_thread,
+            name="camera",
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch),
+            with_info=True,  # the publisher's sequence numbers: frames lost in transport
+        )
         self._poses = PoseSource(
             self,
             config.pose,
@@ -623,7 +620,7 @@ class EmbodiedRNode(LifecycleNode):
     def _stop_inputs(self) -> None:
         self._active = False
         if self._camera is not None:
-            self._camera.close()
+            close_input(self, self._camera)
             self._camera = None
         if self._poses is not None:
             self._poses.destroy()
