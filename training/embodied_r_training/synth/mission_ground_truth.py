@@ -25,9 +25,15 @@ from typing import Sequence
 
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.keyframes import KeyFrame
-from embodied_r_ros.perception import Description, ImageEncoder, PerceptionQuery, parse_descriptions
+from embodied_r_ros.perception import ImageEncoder
 
-from .ground_truth import LABEL_PREFIX, GroundTruthError, GroundTruthPerceiver, action_label
+from .ground_truth import (
+    LABEL_PREFIX,
+    GroundTruthError,
+    GroundTruthPerceiver,
+    ReplyingPerceiver,
+    action_label,
+)
 from .trajectory import Trajectory
 
 MISSION_FILE = "mission.json"
@@ -54,7 +60,7 @@ def _shift_frame_refs(reply: str, offset: int) -> str:
     return _FRAME_REF.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + offset}", reply)
 
 
-class MissionGroundTruth:
+class MissionGroundTruth(ReplyingPerceiver):
     """The ground-truth perceiver of one mission (a :class:`KeyFramePerceiver`; see the module docstring).
 
     ``mission_json``: the mission.json :func:`~.mission_writer.write_mission` wrote; its pieces are loaded
@@ -127,16 +133,6 @@ class MissionGroundTruth:
             replies.extend(part)
             previous = run[-1]
         return replies
-
-    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
-        """The raw replies of several queries (each on its own)."""
-        return [self.replies_for(q.keyframes, q.question, q.options) for q in queries]
-
-    def describe(
-        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
-    ) -> list[Description]:
-        """The parsed descriptions, through the same parser as a VLM's replies."""
-        return parse_descriptions(keyframes, self.replies_for(keyframes, question, options))
 
     def pre_encoder(self) -> ImageEncoder | None:
         """Nothing to encode ahead: ground truth reads the key frames' stamps, not their pixels."""
