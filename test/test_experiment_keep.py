@@ -168,3 +168,39 @@ def test_the_gpu_config_or_another_model_never_restores_the_cpu_results(
     assert recipe(cpu_config, model, max_new_tokens=256).differences(cpu.inputs) == ["arguments"]
     (data["test_all"] / "test.jsonl").write_text('{"id": "q2"}\n')
     assert recipe(cpu_config, model).differences(cpu.inputs) == ["data"]
+
+
+def test_where_the_checkout_and_out_lie_is_no_part_of_the_recipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prepared data holds absolute bag paths and a resolved config its own path: the recipe writes both
+    relative to OUT and the checkout, so a clean checkout elsewhere restores the kept results, while a
+    row that names another bag still counts as other data."""
+    import argparse
+    import shutil
+
+    from embodied_r_training.rl.train_config import load_train_config
+
+    steps = _load("steps", monkeypatch)
+    model = tmp_path / "smollm2"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
+
+    def recipe(place: str, scene: str = "scene_0000"):
+        repo, out = tmp_path / place / "repo", tmp_path / place / "out"
+        if not repo.exists():
+            shutil.copytree(CONFIGS, repo / "training" / "configs")
+        monkeypatch.setattr(steps, "REPO", repo)
+        data = {}
+        for name, split in (("train_all", "train"), ("test_all", "test")):
+            data[name] = out / "data" / name
+            data[name].mkdir(parents=True, exist_ok=True)
+            row = {"id": "q1", "bag": str(out / "synth" / scene / "bag")}
+            (data[name] / f"{split}.jsonl").write_text(json.dumps(row) + "\n")
+        args = argparse.Namespace(model=model, max_new_tokens=256, out=out)
+        config = load_train_config(repo / "training" / "configs" / "reasoner_cpu.yaml")
+        return steps.experiment_recipe(args, config, data)
+
+    here = recipe("here")
+    assert recipe("elsewhere") == here
+    assert recipe("elsewhere", scene="scene_0001").differences(here.inputs) == ["data"]

@@ -62,10 +62,25 @@ def tree_identity(path: Path, skip: Iterable[str] = ()) -> str:
     return digest.hexdigest()
 
 
-def value_identity(value: Any) -> str:
-    """sha256 of a JSON-able value (a resolved config, arguments), independent of key order."""
+def value_identity(value: Any, places: Mapping[str, str] | None = None) -> str:
+    """sha256 of a JSON-able value (a resolved config, arguments), independent of key order; ``places``
+    as in :func:`portable`."""
     text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(portable(text, places).encode()).hexdigest()
+
+
+def portable(text: str, places: Mapping[str, str] | None) -> str:
+    """``text`` with each absolute folder of ``places`` (folder -> placeholder, e.g. the OUT directory ->
+    ``<out>``) written as its placeholder, longest first: a result's identity must not depend on where the
+    checkout and its OUT directory lie (prepared data and resolved configs hold absolute paths)."""
+    for folder in sorted(places or {}, key=len, reverse=True):
+        text = text.replace(folder.rstrip("/") + "/", places[folder] + "/")
+    return text
+
+
+def text_file_identity(path: Path, places: Mapping[str, str] | None = None) -> str:
+    """sha256 of a text file's content as :func:`portable` writes it."""
+    return hashlib.sha256(portable(path.read_text(encoding="utf-8"), places).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kept import KeptResults, Recipe, file_identity, tree_identity, value_identity
+from kept import KeptResults, Recipe, text_file_identity, tree_identity, value_identity
 
 logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(args: list[str]) -> None:
@@ -73,10 +75,13 @@ def experiment_recipe(args: argparse.Namespace, config: Any, data: dict[str, Pat
     the base model's files (``args.model``), the prepared data sets (``data``: name -> directory, its
     train or test split by the name) and the other arguments."""
     splits = {n: p / ("train.jsonl" if n.startswith("train") else "test.jsonl") for n, p in data.items()}
+    # Where the checkout and OUT lie is no part of it (the data's bag paths, the config's own path).
+    places = {str(Path(args.out).resolve()): "<out>", str(REPO): "<repo>"}
+    data_ids = {name: text_file_identity(path, places) for name, path in sorted(splits.items())}
     return Recipe({
-        "config": value_identity(dataclasses.asdict(config)),
+        "config": value_identity(dataclasses.asdict(config), places),
         "model": tree_identity(args.model),
-        "data": value_identity({name: file_identity(path) for name, path in sorted(splits.items())}),
+        "data": value_identity(data_ids),
         "arguments": value_identity({k: v for k, v in vars(args).items() if k not in NOT_IN_RECIPE}),
     })  # fmt: skip
 
