@@ -32,6 +32,12 @@ def mission_clock(seconds: float) -> str:
     return f"{total // 60}:{total % 60:02d}"
 
 
+def clock_seconds(clock: str) -> int | None:
+    """The seconds of a "m:ss" mission clock (:func:`mission_clock`'s inverse); None when not in that form."""
+    match = re.fullmatch(r"(\d+):([0-5]\d)", clock.strip())
+    return int(match.group(1)) * 60 + int(match.group(2)) if match else None
+
+
 def place_line(keyframe: KeyFrame, origin_ns: int) -> str:
     """The start of ``keyframe``'s observation: its time since ``origin_ns`` and, with a pose, its position
     (metres in the odometry frame, to 0.1 m)."""

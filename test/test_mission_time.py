@@ -8,6 +8,7 @@ from embodied_r_ros.frames import NS_PER_S, Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.mission_time import (
     PLACE_PATTERN,
+    clock_seconds,
     mission_clock,
     place_in_mission,
     place_line,
@@ -29,6 +30,10 @@ def test_the_clock_counts_minutes_past_the_hour_and_rounds_to_the_second() -> No
     assert mission_clock(59.6) == "1:00"
     assert mission_clock(754.2) == "12:34"
     assert mission_clock(4503.0) == "75:03"
+    for seconds in (0, 59, 60, 754, 4503):
+        assert clock_seconds(mission_clock(seconds)) == seconds
+    assert clock_seconds(" 12:34 ") == 754
+    assert [clock_seconds(t) for t in ("12:60", "1:2", "12.34", "")] == [None] * 4
     assert mission_clock(-0.4) == "0:00"
 
 

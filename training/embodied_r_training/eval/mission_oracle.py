@@ -46,7 +46,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from embodied_r_ros.mission_time import PLACE_PATTERN, mission_clock
+from embodied_r_ros.mission_time import PLACE_PATTERN, clock_seconds, mission_clock
 from embodied_r_ros.options import OPTION_LETTERS
 
 from ..synth.questions import plural
@@ -254,15 +254,8 @@ def _place(observation: str) -> Place | None:
     match = PLACE_PATTERN.match(observation)
     if match is None:
         return None
-    minutes, seconds = match.group("clock").split(":")
     position = (float(match.group("x")), float(match.group("y"))) if match.group("x") else None
-    return Place(int(minutes) * 60 + int(seconds), position)
-
-
-def _seconds(clock: str) -> int | None:
-    """Seconds of a "m:ss" option (None: not in that form)."""
-    match = re.fullmatch(r"(\d+):(\d\d)", clock.strip())
-    return int(match.group(1)) * 60 + int(match.group(2)) if match else None
+    return Place(clock_seconds(match.group("clock")), position)
 
 
 # ------------------------------------------------------------------------------------------------ kinds
@@ -372,7 +365,7 @@ def _last_seen(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answ
     place = reading.places[frame]
     if place is None:
         raise _Unanswerable(f"frame {frame}, the last to describe the {name}, has no mission time")
-    times = [_seconds(option) for option in reading.options]
+    times = [clock_seconds(option) for option in reading.options]
     if not reading.options or None in times:
         raise _Unanswerable("the options are not mission times (m:ss)")
     nearest = min(range(len(times)), key=lambda i: abs((times[i] or 0) - place.seconds))
