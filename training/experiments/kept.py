@@ -8,7 +8,9 @@ e.g. ``results/smollm2``) with a ``provenance.json`` that says what made it:
   project, the config, the script); a result is valid only while ``git diff`` shows none of them changed;
 - the recipe: a :class:`Recipe`, one identity per input besides the code (the config's resolved content,
   the model's files, the data set's files, the script's arguments); a result is valid only for an equal
-  recipe, so another config, model, data set or argument never restores it.
+  recipe, so another config, model, data set or argument never restores it. Identities are by content,
+  with the checkout and the OUT directory written as placeholders (:func:`portable`): where a checkout
+  lies is no part of a result, so a clean checkout anywhere restores what another one kept.
 
 Results in the OUT directory carry the same record: one that other code or another recipe left there is
 moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept as this run's.
