@@ -356,27 +356,7 @@ def path_text(pieces: Sequence[PathPiece], indoor: bool) -> str:
     return ", ".join(words) if words else "stood still"
 
 
-class ReplyingPerceiver:
-    """A perceiver that writes each query's raw replies itself (:meth:`replies_for`, as a VLM would reply):
-    several queries and the parsed descriptions follow from it, through the VLM replies' parser."""
-
-    def replies_for(
-        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
-    ) -> list[str]:
-        raise NotImplementedError
-
-    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
-        """The raw replies of several queries (each computed on its own; there is no batch to share)."""
-        return [self.replies_for(q.keyframes, q.question, q.options) for q in queries]
-
-    def describe(
-        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
-    ) -> list[Description]:
-        """The parsed descriptions, through the same parser as a VLM's replies (odometry actions included)."""
-        return parse_descriptions(keyframes, self.replies_for(keyframes, question, options))
-
-
-class GroundTruthPerceiver(ReplyingPerceiver):
+class GroundTruthPerceiver:
     """Perception of one synthetic scene from its geometry (a :class:`KeyFramePerceiver`; see the module).
 
     ``scene_json`` is the scene's ``scene.json``; ``render_width`` the width of the id renders,
@@ -483,6 +463,16 @@ class GroundTruthPerceiver(ReplyingPerceiver):
         if again:
             parts.append("Seen again: " + "; ".join(again) + ".")
         return " ".join(parts)
+
+    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
+        """The raw replies of several queries (each computed on its own; there is no batch to share)."""
+        return [self.replies_for(q.keyframes, q.question, q.options) for q in queries]
+
+    def describe(
+        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
+    ) -> list[Description]:
+        """The parsed descriptions, through the same parser as a VLM's replies (odometry actions included)."""
+        return parse_descriptions(keyframes, self.replies_for(keyframes, question, options))
 
     def close(self) -> None:
         """Nothing to release (no model); for the perceiver interface."""

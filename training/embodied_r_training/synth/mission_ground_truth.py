@@ -31,9 +31,9 @@ from .ground_truth import (
     LABEL_PREFIX,
     GroundTruthError,
     GroundTruthPerceiver,
-    ReplyingPerceiver,
     action_label,
 )
+from .replying_perceiver import ReplyingPerceiver
 from .trajectory import Trajectory
 
 MISSION_FILE = "mission.json"

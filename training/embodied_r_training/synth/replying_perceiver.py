@@ -1,0 +1,34 @@
+"""A perceiver that writes each key-frame query's raw replies itself, as a VLM would reply.
+
+The mission's ground truth (:mod:`.mission_ground_truth`) is one. The scene's
+:class:`~.ground_truth.GroundTruthPerceiver` carries the same two methods itself: ground_truth.py is among
+the files issue 28's kept results were computed with, and they stay valid only while its text is unchanged
+(training/experiments/kept.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from embodied_r_ros.keyframes import KeyFrame
+from embodied_r_ros.perception import Description, PerceptionQuery, parse_descriptions
+
+
+class ReplyingPerceiver:
+    """A perceiver that writes each query's raw replies itself (:meth:`replies_for`, as a VLM would reply):
+    several queries and the parsed descriptions follow from it, through the VLM replies' parser."""
+
+    def replies_for(
+        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
+    ) -> list[str]:
+        raise NotImplementedError
+
+    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
+        """The raw replies of several queries (each computed on its own; there is no batch to share)."""
+        return [self.replies_for(q.keyframes, q.question, q.options) for q in queries]
+
+    def describe(
+        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
+    ) -> list[Description]:
+        """The parsed descriptions, through the same parser as a VLM's replies (odometry actions included)."""
+        return parse_descriptions(keyframes, self.replies_for(keyframes, question, options))
