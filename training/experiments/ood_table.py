@@ -38,11 +38,12 @@ def cell(predictions: dict[str, dict[str, Any]], form: str) -> dict[str, float] 
     return interval.as_dict() if interval else None
 
 
-def paired(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], form: str) -> dict[str, float] | None:
-    """Mean of a - b over the questions of ``form`` both answered, with its bootstrap interval."""
+def paired(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], form: str) -> dict[str, Any] | None:
+    """Mean of a - b over the questions of ``form`` both answered, with its bootstrap interval and whether
+    that interval excludes 0 (``significant``, as ``embodied-r compare`` marks it)."""
     ids = sorted(i for i in a if i in b and a[i]["form"] == form)
     interval = paired_difference([a[i]["score"] for i in ids], [b[i]["score"] for i in ids])
-    return interval.as_dict() if interval else None
+    return {**interval.as_dict(), "significant": interval.excludes(0.0)} if interval else None
 
 
 def ood_rows(results: Path) -> list[dict[str, Any]]:
@@ -78,13 +79,9 @@ def _cells(predictions: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "numeric": cell(predictions, "numeric")}  # fmt: skip
 
 
-def _difference(interval: dict[str, float] | None) -> str:
-    if interval is None:
-        return "–"
-    star = " *" if interval["low"] > 0 or interval["high"] < 0 else ""
-    return (
-        f"{100 * interval['mean']:+.1f} [{100 * interval['low']:+.1f}, {100 * interval['high']:+.1f}]{star}"
-    )
+def _difference(interval: dict[str, Any] | None) -> str:
+    """A paired difference as the comparison tables write it: ``mean [low, high]`` in %, * if significant."""
+    return "–" if interval is None else percent_with_ci(interval) + (" *" if interval["significant"] else "")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
