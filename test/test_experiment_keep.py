@@ -204,3 +204,35 @@ def test_where_the_checkout_and_out_lie_is_no_part_of_the_recipe(
     here = recipe("here")
     assert recipe("elsewhere") == here
     assert recipe("elsewhere", scene="scene_0001").differences(here.inputs) == ["data"]
+
+
+def test_the_kept_record_names_the_code_a_stage_loaded_after_its_claim(experiment, tmp_path: Path) -> None:
+    """claim() records the code before the stage imports what it runs; record() adds it afterwards, and
+    keep() keeps that record (the computing process's), so a change to the stage's code invalidates it."""
+    module, repo = experiment
+    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    stage_code = repo / "stage.py"
+    stage_code.write_text("STEPS = 1\n")
+    subprocess.run([*git, "add", "stage.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "stage"], check=True)
+
+    target = out / "eval" / "grpo"
+    computing = module.KeptResults(root, out, config)
+    computing.claim(target)
+    assert "stage.py" not in json.loads((target / "provenance.json").read_text())["files"]
+    computing.extra_files.append(stage_code)  # stands for a module the stage imported while it ran
+    (target / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
+    computing.record(target)
+    assert "stage.py" in json.loads((target / "provenance.json").read_text())["files"]
+
+    # A later process that never loaded stage.py (a resumed run finding the result) keeps that record.
+    module.KeptResults(root, out, config).keep("eval", "grpo", {"metrics.json": target / "metrics.json"})
+    kept = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
+    assert "stage.py" in kept["files"] and "config.yaml" in kept["files"]
+    assert module.KeptResults(root, tmp_path / "fresh", config).restore("eval", "grpo", ("metrics.json",))
+
+    stage_code.write_text("STEPS = 2\n")  # the stage's code changes: neither result is this code's now
+    subprocess.run([*git, "commit", "-qam", "two steps"], check=True)
+    assert not module.KeptResults(root, tmp_path / "again", config).restore("eval", "grpo", ("metrics.json",))
+    assert not module.KeptResults(root, out, config).vouched(target)

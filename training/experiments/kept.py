@@ -4,8 +4,9 @@ On 2 CPU cores an experiment takes longer than one working session on a fresh ma
 evaluation (metrics, predictions) and each training run's log is copied into a committed folder (``root``,
 e.g. ``results/smollm2``) with a ``provenance.json`` that says what made it:
 
-- the code: the commit it ran from and the repository files the process had loaded (every module of the
-  project, the config, the script); a result is valid only while ``git diff`` shows none of them changed;
+- the code: the commit it ran from and the repository files the process that computed it had loaded once
+  it finished (every module of the project, the config, the script: :meth:`KeptResults.record`), plus
+  those of the process that kept it; a result is valid only while ``git diff`` shows none of them changed;
 - the recipe: a :class:`Recipe`, one identity per input besides the code (the config's resolved content,
   the model's files, the data set's files, the script's arguments); a result is valid only for an equal
   recipe, so another config, model, data set or argument never restores it. Identities are by content,
@@ -147,6 +148,8 @@ class KeptResults:
         return sorted(str(p.relative_to(repo)) for p in files if p.is_relative_to(repo))
 
     def _provenance(self) -> dict[str, Any] | None:
+        """This process's record: its commit and the files it has loaded by now; None when nothing is kept
+        (``root`` None, not a git checkout, or some of those files differ from the commit)."""
         if self.root is None or not self.commit or self.dirty is None:
             return None
         files = self._depends_on()
@@ -162,12 +165,30 @@ class KeptResults:
             "kept": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
 
+    def _with_my_files(self, provenance: dict[str, Any]) -> dict[str, Any] | None:
+        """``provenance`` (a result's, written by the process that computed it) with the files this process
+        has loaded added to its list; None when nothing is kept. The commit stays the computing one's: the
+        result depends on every file either process loaded, as it was at that commit."""
+        mine = self._provenance()
+        if mine is None:
+            return None
+        files = sorted(set(provenance.get("files", [])) | set(mine["files"]))
+        return {**provenance, "files": files, "kept": mine["kept"]}
+
+    @staticmethod
+    def _read(directory: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads((directory / PROVENANCE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
     def _why_invalid(self, directory: Path) -> str | None:
         """Why the result in ``directory`` (kept or in OUT) is not this code's and recipe's; None if it is."""
-        try:
-            provenance = json.loads((directory / PROVENANCE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return "no provenance"
+        provenance = self._read(directory)
+        return "no provenance" if provenance is None else self._why_not(provenance)
+
+    def _why_not(self, provenance: Mapping[str, Any]) -> str | None:
+        """Why a result with ``provenance`` is not this code's and recipe's; None if it is."""
         differs = self.recipe.differences(provenance.get("recipe", {}))
         if differs:
             return f"made from another {', '.join(differs)}"
@@ -201,6 +222,17 @@ class KeptResults:
         if not (target / PROVENANCE).is_file():
             (target / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
 
+    def record(self, target: Path) -> None:
+        """After a stage computed into the OUT directory ``target`` in this process: add the files this
+        process has loaded by now to the provenance :meth:`claim` wrote before the stage imported the code
+        it ran, so that a later run reuses or keeps the result only while all of that code is unchanged."""
+        provenance = self._read(target)
+        if provenance is None or self._why_not(provenance) is not None:
+            return
+        recorded = self._with_my_files(provenance)
+        if recorded is not None:
+            (target / PROVENANCE).write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+
     def vouched(self, target: Path) -> bool:
         """Whether the OUT directory ``target`` holds this run's results (always, when nothing is kept)."""
         return self._provenance() is None or self._why_invalid(target) is None
@@ -228,14 +260,24 @@ class KeptResults:
         """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance.
 
         Only results this run made: their OUT directory (``OUT/kind/name``) must carry a valid provenance
-        (:meth:`claim` or :meth:`restore` wrote it)."""
-        provenance = self._provenance()
-        if provenance is None or not all(p.is_file() for p in files.values()):
+        (:meth:`claim` or :meth:`restore` wrote it). The kept provenance is that one (the computing
+        process's commit and files) plus the files this process loaded: it names the code that made the
+        result, not merely the code that copied it."""
+        source_dir = self.out / kind / name
+        made = self._read(source_dir)
+        if self.root is None or not all(p.is_file() for p in files.values()):
             return
-        if self._why_invalid(self.out / kind / name) is not None:
-            logger.warning("not keeping %s: nothing there says this run made it", self.out / kind / name)
+        if made is None or self._why_not(made) is not None:
+            logger.warning("not keeping %s: nothing there says this run made it", source_dir)
             return
-        kept = self.root / kind / name  # type: ignore[operator]
+        provenance = self._with_my_files(made)
+        if provenance is None:
+            return
+        why = self._why_not(provenance)
+        if why is not None:  # a file only this process loaded changed since the result's commit
+            logger.warning("not keeping %s: %s", source_dir, why)
+            return
+        kept = self.root / kind / name
         if self._why_invalid(kept) is None:
             return  # kept already (restored, or kept by an earlier run of the same code and recipe)
         kept.mkdir(parents=True, exist_ok=True)

@@ -197,9 +197,10 @@ def train_runs(
             config = load_train_config(args.config, overrides)
             if needed(name):
                 kept.claim(run_dir)  # a run that other code left is set aside, one of this code resumes
-                stages.run(
+                if stages.run(
                     f"train {name}", run_dir / "final" / NODE_PARAMS, lambda c=config: train(c, resume=True)
-                )
+                ):
+                    kept.record(run_dir)
             else:
                 logger.info("train %s: not needed (its evaluations were restored)", name)
             runs[name] = run_dir

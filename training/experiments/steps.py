@@ -35,16 +35,18 @@ class Stages:
         self.path = out / "times.json"
         self.times: dict[str, float] = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
-    def run(self, name: str, done: Path, work: Any) -> None:
+    def run(self, name: str, done: Path, work: Any) -> bool:
+        """Run ``work`` unless ``done`` exists; True when it ran here."""
         if done.exists():
             logger.info("%s: done already (%s)", name, done)
-            return
+            return False
         logger.info("%s: starting", name)
         start = time.perf_counter()
         work()
         self.times[name] = round(time.perf_counter() - start, 1)
         self.path.write_text(json.dumps(self.times, indent=1) + "\n")
         logger.info("%s: %.0f s", name, self.times[name])
+        return True
 
 
 def join_sets(parts: dict[str, Path], split: str, out: Path) -> None:
@@ -101,7 +103,8 @@ def evaluate(
     command = ["eval", str(dataset), "--split", "test", "--out", str(target), *flags, *system]
     if not kept.restore("eval", name, KEPT_EVAL_FILES):
         kept.claim(target)
-    stages.run(f"eval {name}", target / "metrics.json", lambda: cli(command))
+    if stages.run(f"eval {name}", target / "metrics.json", lambda: cli(command)):
+        kept.record(target)  # the code the evaluation loaded, beyond what was loaded when it was claimed
     kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
     return target
 
