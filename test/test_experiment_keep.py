@@ -236,3 +236,25 @@ def test_the_kept_record_names_the_code_a_stage_loaded_after_its_claim(experimen
     subprocess.run([*git, "commit", "-qam", "two steps"], check=True)
     assert not module.KeptResults(root, tmp_path / "again", config).restore("eval", "grpo", ("metrics.json",))
     assert not module.KeptResults(root, out, config).vouched(target)
+
+
+def test_a_result_made_at_an_earlier_commit_is_kept_by_a_later_run(experiment, tmp_path: Path) -> None:
+    """A resumed run at a later commit that changed files the result never loaded finds it valid and keeps
+    it: the files only the keeper loaded are no part of the result, so they never make it look stale."""
+    module, repo = experiment
+    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    target = out / "eval" / "sft"
+    module.KeptResults(root, out, config).claim(target)
+    (target / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
+
+    other = repo / "other.py"  # a file the computing run did not load, added and then changed
+    for text in ("A = 1\n", "A = 2\n"):
+        other.write_text(text)
+        subprocess.run([*git, "add", "other.py"], check=True)
+        subprocess.run([*git, "commit", "-qm", text], check=True)
+    keeper = module.KeptResults(root, out, config)
+    keeper.extra_files.append(other)
+    assert keeper.vouched(target)
+    keeper.keep("eval", "sft", {"metrics.json": target / "metrics.json"})
+    assert module.KeptResults(root, tmp_path / "fresh", config).restore("eval", "sft", ("metrics.json",))

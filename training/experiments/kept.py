@@ -6,7 +6,8 @@ e.g. ``results/smollm2``) with a ``provenance.json`` that says what made it:
 
 - the code: the commit it ran from and the repository files the process that computed it had loaded once
   it finished (every module of the project, the config, the script: :meth:`KeptResults.record`), plus
-  those of the process that kept it; a result is valid only while ``git diff`` shows none of them changed;
+  those of the process that kept it where that is sound; a result is valid only while ``git diff`` shows
+  none of them changed;
 - the recipe: a :class:`Recipe`, one identity per input besides the code (the config's resolved content,
   the model's files, the data set's files, the script's arguments); a result is valid only for an equal
   recipe, so another config, model, data set or argument never restores it. Identities are by content,
@@ -167,13 +168,20 @@ class KeptResults:
 
     def _with_my_files(self, provenance: dict[str, Any]) -> dict[str, Any] | None:
         """``provenance`` (a result's, written by the process that computed it) with the files this process
-        has loaded added to its list; None when nothing is kept. The commit stays the computing one's: the
-        result depends on every file either process loaded, as it was at that commit."""
+        has loaded added to its list, under this process's commit; None when nothing is kept. Only where
+        that is sound: the result's files are the same text at both commits (the same commit, or a later
+        one that changed none of them). Otherwise the result's own record: this process's other files, some
+        changed since, made no part of it, and adding them would make a valid result look stale."""
         mine = self._provenance()
         if mine is None:
             return None
-        files = sorted(set(provenance.get("files", [])) | set(mine["files"]))
-        return {**provenance, "files": files, "kept": mine["kept"]}
+        theirs = provenance.get("files", [])
+        if provenance["commit"] != mine["commit"]:
+            same = _git(self.repo, "diff", "--quiet", provenance["commit"], mine["commit"], "--", *theirs)
+            if same.returncode != 0:
+                return {**provenance, "kept": mine["kept"]}
+        return {**provenance, "commit": mine["commit"], "files": sorted(set(theirs) | set(mine["files"])),
+                "kept": mine["kept"]}  # fmt: skip
 
     @staticmethod
     def _read(directory: Path) -> dict[str, Any] | None:
@@ -261,8 +269,8 @@ class KeptResults:
 
         Only results this run made: their OUT directory (``OUT/kind/name``) must carry a valid provenance
         (:meth:`claim` or :meth:`restore` wrote it). The kept provenance is that one (the computing
-        process's commit and files) plus the files this process loaded: it names the code that made the
-        result, not merely the code that copied it."""
+        process's files) plus, where sound, the files this process loaded (:meth:`_with_my_files`): it
+        names the code that made the result, not merely the code that copied it."""
         source_dir = self.out / kind / name
         made = self._read(source_dir)
         if self.root is None or not all(p.is_file() for p in files.values()):
@@ -270,16 +278,12 @@ class KeptResults:
         if made is None or self._why_not(made) is not None:
             logger.warning("not keeping %s: nothing there says this run made it", source_dir)
             return
-        provenance = self._with_my_files(made)
-        if provenance is None:
-            return
-        why = self._why_not(provenance)
-        if why is not None:  # a file only this process loaded changed since the result's commit
-            logger.warning("not keeping %s: %s", source_dir, why)
-            return
         kept = self.root / kind / name
         if self._why_invalid(kept) is None:
             return  # kept already (restored, or kept by an earlier run of the same code and recipe)
+        provenance = self._with_my_files(made)
+        if provenance is None:
+            return
         kept.mkdir(parents=True, exist_ok=True)
         for f, source in files.items():
             shutil.copyfile(source, kept / f)
