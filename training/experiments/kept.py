@@ -271,10 +271,10 @@ class KeptResults:
         (:meth:`claim` or :meth:`restore` wrote it). The kept provenance is that one (the computing
         process's files) plus, where sound, the files this process loaded (:meth:`_with_my_files`): it
         names the code that made the result, not merely the code that copied it."""
-        source_dir = self.out / kind / name
-        made = self._read(source_dir)
         if self.root is None or not all(p.is_file() for p in files.values()):
             return
+        source_dir = self.out / kind / name
+        made = self._read(source_dir)
         if made is None or self._why_not(made) is not None:
             logger.warning("not keeping %s: nothing there says this run made it", source_dir)
             return
