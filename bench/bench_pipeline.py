@@ -29,7 +29,7 @@ from embodied_r_ros.config import model_config
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR
-from embodied_r_ros.reasoning import Reasoner
+from embodied_r_ros.reasoning.messages import Reasoner
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 

@@ -41,8 +41,8 @@ from embodied_r_training.eval.mission_recall import MissionRecallError  # noqa: 
 
 from embodied_r_ros.backends.base import BackendError  # noqa: E402
 from embodied_r_ros.config import ModelConfig  # noqa: E402
-from embodied_r_ros.memory_store import MemoryStoreError, ReadOnlyMemory  # noqa: E402
-from embodied_r_ros.text_embedding import E5Embedder, EmbeddingError  # noqa: E402
+from embodied_r_ros.memory.store import MemoryStoreError, ReadOnlyMemory  # noqa: E402
+from embodied_r_ros.memory.text_embedding import E5Embedder, EmbeddingError  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -499,7 +499,7 @@ def section_query_robot(profile: Profile, ctx: RunContext) -> dict[str, Any]:
     """7B VLM + 3B LM through EmbodiedR: 8/16/32 key frames, and per-frame calls vs one batched call."""
     from embodied_r_ros.perception import Perceiver
     from embodied_r_ros.pipeline import EmbodiedR
-    from embodied_r_ros.reasoning import Reasoner
+    from embodied_r_ros.reasoning.messages import Reasoner
 
     result: dict[str, Any] = {"status": "running", "vlm": profile.vlm.name, "lm": profile.lm.name, "runs": []}
     ctx.publish("query_robot", result)
@@ -695,11 +695,11 @@ def write_grpo_data(
     out: Path, tokenizer: Any, keyframes: int, description_tokens: int, rows: int = 8
 ) -> Path:
     """A data set in ``embodied-r prepare``'s layout (``train.jsonl``): reasoning prompts exactly as the node
-    builds them (:func:`~embodied_r_ros.reasoning.reasoning_messages`), ``keyframes`` descriptions of
+    builds them (:func:`~embodied_r_ros.reasoning.messages.reasoning_messages`), ``keyframes`` descriptions of
     ``description_tokens`` tokens each, four options, solution A."""
     from embodied_r_ros.perception import Description
-    from embodied_r_ros.prompts import ACTIONS
-    from embodied_r_ros.reasoning import reasoning_messages
+    from embodied_r_ros.reasoning.messages import reasoning_messages
+    from embodied_r_ros.reasoning.prompts import ACTIONS
 
     rng = random.Random(0)
     vocab = tokenizer.vocab_size

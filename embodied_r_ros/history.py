@@ -5,15 +5,15 @@ ROS-free, so it is tested without DDS: the node's camera and odometry callbacks 
 of its window (:meth:`RobotHistory.keyframes`). It owns the parts that must stay consistent with each
 other: the :class:`~embodied_r_ros.keyframes.StreamingKeyFrameSelector` (which frames are key frames), the
 :class:`~embodied_r_ros.clip_buffer.ClipBuffer` (the stored copies of the selector's candidates), the
-:class:`~embodied_r_ros.pose_history.PoseHistory` (odometry), the
+:class:`~embodied_r_ros.poses.pose_history.PoseHistory` (odometry), the
 :class:`~embodied_r_ros.stamp_guard.StampGuard` (a bag that loops clears the history) and the stamps of
 the oldest and newest frame since the start or the last :meth:`RobotHistory.clear`.
 
-With a durable memory (:class:`~embodied_r_ros.memory_store.MemoryStore`), every candidate the buffer
+With a durable memory (:class:`~embodied_r_ros.memory.store.MemoryStore`), every candidate the buffer
 stores goes there too, with its decision, and so do the poses; a window that reaches before what RAM holds
 (``buffer.history_s``, a reset that kept the memory, a restart) is answered from the memory (see
 :meth:`RobotHistory.keyframes`). ``clear`` forgets RAM only: clearing the memory is the caller's choice.
-A history over a memory opened for reading only (:class:`~embodied_r_ros.memory_store.ReadOnlyMemory`)
+A history over a memory opened for reading only (:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`)
 answers from it as a restarted node does, and writes nothing to it (``embodied-r prepare``).
 
 Threads: one camera thread calls ``add_frame``, one odometry thread ``add_pose``; ``keyframes`` and
@@ -42,7 +42,7 @@ from .keyframes import (
     _assemble,
     _Decision,
 )
-from .memory_search import (
+from .memory.search import (
     REASON_RETRIEVED,
     Interval,
     SearchSettings,
@@ -50,10 +50,10 @@ from .memory_search import (
     settings_for,
     spread_indices,
 )
-from .memory_store import MemoryReader, MemoryStore, MemoryStoreError, StoredCandidate
-from .pose_history import PoseHistory
+from .memory.store import MemoryReader, MemoryStore, MemoryStoreError, StoredCandidate
+from .memory.text_embedding import TextEmbedder
+from .poses.pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard
-from .text_embedding import TextEmbedder
 from .windows import Window, format_stamp
 
 POSE_CAPACITY = 131072  # odometry samples kept: 8 MB, over 10 minutes at 100 Hz
@@ -101,7 +101,7 @@ class WindowKeyFrames:
     """The key frames of one question's window, with the window and the newest stamp it was cut from;
     ``intervals``: the intervals they came from (the window alone, or a memory search's intervals);
     ``mission_origin_ns``: for a memory search, the stamp its mission times count from
-    (:mod:`~embodied_r_ros.mission_time`), else None."""
+    (:mod:`~embodied_r_ros.memory.mission_time`), else None."""
 
     start_ns: int
     end_ns: int
@@ -348,7 +348,7 @@ class RobotHistory:
         settings: SearchSettings,
     ) -> WindowKeyFrames:
         """The key frames of the memory's intervals that best match ``question`` (a question that names
-        things, not times; see :mod:`~embodied_r_ros.memory_search`), searched within ``window`` when it
+        things, not times; see :mod:`~embodied_r_ros.memory.search`), searched within ``window`` when it
         names one (seconds or stamps), else over the whole memory of the current timeline.
 
         Raises :class:`MemorySearchError` when the memory is off, holds no frame, or none of its key
@@ -385,7 +385,7 @@ class RobotHistory:
         Inside each interval the rule is the selector's (its stored decisions, the interval's first and
         last candidate); every hit is kept (reason ``retrieved``); over all intervals together the paper's
         clamp to [``keyframes.min_keyframes``, ``keyframes.max_keyframes``] (:func:`spread_indices`).
-        Raises :class:`~embodied_r_ros.memory_store.MemoryStoreError` when the memory is off or closed."""
+        Raises :class:`~embodied_r_ros.memory.store.MemoryStoreError` when the memory is off or closed."""
         memory = self.memory
         if memory is None or not memory.readable:
             raise MemoryStoreError("the durable memory is off (memory.enabled false, or it failed to open)")

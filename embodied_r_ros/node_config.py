@@ -29,7 +29,7 @@ from .config import (
     section,
 )
 from .frames import Pose
-from .memory_search import SearchSettings
+from .memory.search import SearchSettings
 
 QOS_PROFILES = ("sensor_data", "reliable")
 
@@ -228,7 +228,7 @@ class QueryConfig:
 
 @dataclass
 class MemoryConfig:
-    """The durable memory (:mod:`embodied_r_ros.memory_store`): the mission's candidate frames, key-frame
+    """The durable memory (:mod:`embodied_r_ros.memory.store`): the mission's candidate frames, key-frame
     decisions, poses and descriptions in one SQLite file, so that questions reach back past
     ``buffer.history_s`` and across restarts. On by default: a robot that forgets its mission at a crash or
     a restart surprises its team, while the cost is bounded disk, not RAM; a path that cannot be written

@@ -21,10 +21,10 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from . import prompts
 from .backends.base import ChatMessage, ChatRequest, GenerationBackend
-from .ego_motion import ego_motion
 from .keyframes import KeyFrame
+from .poses.ego_motion import ego_motion
+from .reasoning import prompts
 
 # Phrases a VLM may use for the paper's labels; the first match in the action line wins.
 _ACTION_SYNONYMS: tuple[tuple[str, str], ...] = (

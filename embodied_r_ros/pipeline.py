@@ -9,17 +9,17 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from .answers import Answer
 from .backends import BackendError, load_role
 from .backends.base import MeasuresPrompts
 from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
-from .mission_time import place_in_mission
+from .memory.mission_time import place_in_mission
 from .perceivers import PerceiverRegistry
 from .perception import Description, ImageEncoder, KeyFramePerceiver
-from .prompt_fit import FittedPrompt, fit_prompt
-from .reasoning import Reasoner
+from .reasoning.answers import Answer
+from .reasoning.messages import Reasoner
+from .reasoning.prompt_fit import FittedPrompt, fit_prompt
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,11 @@ class EmbodiedR:
         """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first).
 
         ``mission_origin_ns`` (given for an answer from a memory search) starts each observation with its
-        key frame's time since that stamp and its position (:mod:`~embodied_r_ros.mission_time`).
+        key frame's time since that stamp and its position (:mod:`~embodied_r_ros.memory.mission_time`).
 
         When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
-        observations, see :mod:`~embodied_r_ros.prompt_fit`); the answer's ``notes`` say what was done, and
+        observations, see :mod:`~embodied_r_ros.reasoning.prompt_fit`); the answer's ``notes`` say what was
+        done, and
         its descriptions and key-frame stamps are those reasoned over.
         """
         report = on_progress or (lambda stage, progress: None)

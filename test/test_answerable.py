@@ -18,10 +18,10 @@ from embodied_r_training.synth.trajectory import plan_trajectory
 from embodied_r_training.synth.visibility import Visibility
 from embodied_r_training.synth.world import generate_world
 
-from embodied_r_ros.answers import mean_relative_accuracy
 from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.question_file import MC, Question, read_questions
+from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 
 SMALL = ["--size", "160x120", "--rate", "5", "--duration", "16", "--max-keyframes", "8"]
 
@@ -184,7 +184,7 @@ def test_eval_scores_the_oracle_and_the_blind_options_reader(prepared: dict[str,
 def test_oracle_traces_teach_reasoning_that_ends_in_the_right_answer(prepared: dict[str, Path]) -> None:
     from embodied_r_training.rl.warm_start import trace_completion
 
-    from embodied_r_ros.answers import parse_completion
+    from embodied_r_ros.reasoning.answers import parse_completion
 
     rows = records(prepared["indoor3"])
     completions = [trace_completion(row) for row in rows]

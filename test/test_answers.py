@@ -1,4 +1,4 @@
-"""Tests of embodied_r_ros.answers: completion parsing, choice letters, numbers, MRA and Answer."""
+"""Tests of embodied_r_ros.reasoning.answers: completion parsing, choice letters, numbers, MRA and Answer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from embodied_r_ros.answers import (
+from embodied_r_ros.reasoning.answers import (
     Answer,
     ParsedCompletion,
     answer_from_completion,

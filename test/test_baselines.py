@@ -13,8 +13,8 @@ from embodied_r_training.synth.trajectory import plan_trajectory
 from embodied_r_training.synth.visibility import Visibility
 from embodied_r_training.synth.world import generate_world
 
-from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, Question
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 SEEDS = (0, 1, 2)
 SCENES = 50  # per environment and seed: about 200 questions per task, so that luck stays small

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from embodied_r_ros.ego_motion import (
+from embodied_r_ros.frames import Pose
+from embodied_r_ros.poses.ego_motion import (
     ACTION_LABELS,
     STILL_LABEL,
     EgoMotion,
@@ -15,7 +16,6 @@ from embodied_r_ros.ego_motion import (
     interpolate_pose,
     quaternion_to_matrix,
 )
-from embodied_r_ros.frames import Pose
 
 
 def yaw_q(deg: float) -> tuple[float, float, float, float]:

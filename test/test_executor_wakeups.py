@@ -19,7 +19,7 @@ from std_msgs.msg import String
 from test_node_ros import ros_context, wait_for  # noqa: F401  (fixture)
 
 from embodied_r_ros.ros.action_server import steady_action_server
-from embodied_r_ros.ros.camera_thread import SubscriptionThread
+from embodied_r_ros.ros.input_thread import SubscriptionThread
 from embodied_r_ros.ros.messages import ns_to_time
 
 MESSAGES = 150  # at 100 Hz: before the fixes each one woke the executor at least once

@@ -32,7 +32,7 @@ from embodied_r_ros.config import (
 )
 from embodied_r_ros.perception import PerceptionQuery, parse_step_reply
 from embodied_r_ros.pipeline import EmbodiedR
-from embodied_r_ros.prompts import ACTIONS
+from embodied_r_ros.reasoning.prompts import ACTIONS
 
 QUESTION = "Is the red chair nearer to me than the yellow lamp?"
 

@@ -88,8 +88,8 @@ def test_production_backends_do_not_use_the_test_scaffolding():
 
 
 def test_option_letters_are_defined_once():
-    """The letters that name options live in embodied_r_ros/options.py only: no other module spells the
-    alphabet out or computes a letter from a character code."""
+    """The letters that name options live in embodied_r_ros/reasoning/options.py only: no other module
+    spells the alphabet out or computes a letter from a character code."""
     spelled = ("ABCDEFGH", "ascii_uppercase", "chr(65", 'ord("A")', "ord('A')")
     files = _files(CORE) + _files(TRAINING)
     found = [

@@ -13,7 +13,7 @@ from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import EmptyHistoryError, RobotHistory
 from embodied_r_ros.keyframes import REASON_SAMPLED
-from embodied_r_ros.memory_store import MemoryStore
+from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 from embodied_r_ros.windows import Window, WindowError
 

@@ -20,8 +20,8 @@ from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneOb
 from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory
-from embodied_r_ros.memory_describer import AGNOSTIC_QUESTION, MemoryDescriber
-from embodied_r_ros.memory_search import (
+from embodied_r_ros.memory.describer import AGNOSTIC_QUESTION, MemoryDescriber
+from embodied_r_ros.memory.search import (
     REASON_RETRIEVED,
     SearchSettings,
     group_hits,
@@ -32,8 +32,8 @@ from embodied_r_ros.memory_search import (
     spread_indices,
     terms,
 )
-from embodied_r_ros.memory_store import MemoryStore, MemoryStoreError, SearchHit
-from embodied_r_ros.text_embedding import E5_SMALL, E5Embedder, EmbeddingError
+from embodied_r_ros.memory.store import MemoryStore, MemoryStoreError, SearchHit
+from embodied_r_ros.memory.text_embedding import E5_SMALL, E5Embedder, EmbeddingError
 from embodied_r_ros.windows import Window
 
 S = NS_PER_S

@@ -19,7 +19,7 @@ import pytest
 
 from embodied_r_ros.clip_buffer import decode_payload
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.memory_store import (
+from embodied_r_ros.memory.store import (
     COMMIT_S,
     MemoryStore,
     default_memory_path,
@@ -364,7 +364,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     import numpy as np
-    from embodied_r_ros.memory_store import MemoryStore
+    from embodied_r_ros.memory.store import MemoryStore
     store = MemoryStore(sys.argv[1], 64)
     payload = np.frombuffer(os.urandom(5000), dtype=np.uint8)
     for i in range(50):

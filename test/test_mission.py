@@ -28,9 +28,9 @@ from synth_helpers import odom_pose, read_bag
 from embodied_r_ros.config import ConfigError
 from embodied_r_ros.frames import NS_PER_S, Frame
 from embodied_r_ros.keyframes import KeyFrame, candidate_indices
-from embodied_r_ros.memory_describer import AGNOSTIC_QUESTION as AGNOSTIC
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.memory.describer import AGNOSTIC_QUESTION as AGNOSTIC
 from embodied_r_ros.question_file import read_questions
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 # Two minutes, four room visits, small images: a few seconds to write.
 CONFIG = MissionConfig(minutes=2, seed=3, rooms_per_minute=2, width=160, height=120)

@@ -49,16 +49,16 @@ from embodied_r_training.synth.mission_questions import KINDS
 from embodied_r_training.synth.trajectory import quaternion_from_yaw_pitch
 from synth_helpers import SHORT_MISSION, decode_image, odom_pose, read_bag, stamp_ns
 
-from embodied_r_ros.ego_motion import ego_motion
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.history import RobotHistory
-from embodied_r_ros.memory_describer import MemoryDescriber
-from embodied_r_ros.memory_store import MemoryStore, ReadOnlyMemory
-from embodied_r_ros.mission_time import mission_clock
+from embodied_r_ros.memory.describer import MemoryDescriber
+from embodied_r_ros.memory.mission_time import mission_clock
+from embodied_r_ros.memory.store import MemoryStore, ReadOnlyMemory
+from embodied_r_ros.memory.text_embedding import E5Embedder
 from embodied_r_ros.node_config import NodeConfig
-from embodied_r_ros.prompts import reasoning_prompt
+from embodied_r_ros.poses.ego_motion import ego_motion
 from embodied_r_ros.question_file import MC
-from embodied_r_ros.text_embedding import E5Embedder
+from embodied_r_ros.reasoning.prompts import reasoning_prompt
 
 CONFIG = SHORT_MISSION  # the conftest's short_mission is written with it
 IMAGE_TOPIC, ODOMETRY_TOPIC = "/camera/image_raw/compressed", "/odom"

@@ -25,11 +25,11 @@ from embodied_r_training.eval.mission_recall import (
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth
 from synth_helpers import SHORT_MISSION
 
-from embodied_r_ros.memory_describer import MemoryDescriber
-from embodied_r_ros.memory_search import query_text
-from embodied_r_ros.memory_store import MemoryStore
+from embodied_r_ros.memory.describer import MemoryDescriber
+from embodied_r_ros.memory.search import query_text
+from embodied_r_ros.memory.store import MemoryStore
+from embodied_r_ros.memory.text_embedding import E5Embedder
 from embodied_r_ros.question_file import read_questions
-from embodied_r_ros.text_embedding import E5Embedder
 
 CONFIG = SHORT_MISSION  # the conftest's short_mission is written with it
 KS = (4, 8, 16)

@@ -1,4 +1,5 @@
-"""The place line a memory search's key frames get in the reasoner prompt (embodied_r_ros.mission_time)."""
+"""The place line a memory search's key frames get in the reasoner prompt
+(embodied_r_ros.memory.mission_time)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from embodied_r_ros.frames import NS_PER_S, Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame
-from embodied_r_ros.mission_time import (
+from embodied_r_ros.memory.mission_time import (
     PLACE_PATTERN,
     clock_seconds,
     mission_clock,

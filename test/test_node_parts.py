@@ -29,7 +29,7 @@ from embodied_r_ros.cli.report import (
 from embodied_r_ros.config import ConfigError, ModelConfig, PerceptionConfig, TransformersOptions
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.node_config import NodeConfig, QueryConfig
-from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.poses.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions
 from embodied_r_ros.ros.frame_loss import SequenceGaps
 from embodied_r_ros.ros.params import (
@@ -629,8 +629,8 @@ def test_questions_files(tmp_path):
 
 
 def test_answer_message_round_trip_through_ros_messages():
-    from embodied_r_ros.answers import answer_from_completion
     from embodied_r_ros.perception import Description
+    from embodied_r_ros.reasoning.answers import answer_from_completion
     from embodied_r_ros.ros.messages import answer_to_message, keyframe_stamps_ns, odometry_pose
 
     answer = answer_from_completion("<think>far</think><answer>2.5 m</answer>", "How far?", [])

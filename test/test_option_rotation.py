@@ -12,9 +12,9 @@ from embodied_r_training.rl.option_rotation import rotate_batch, rotate_record, 
 from embodied_r_training.rl.train import build_trainer
 from embodied_r_training.rl.train_config import build_train_config
 
-from embodied_r_ros.answers import extract_choice
 from embodied_r_ros.config import ConfigError
-from embodied_r_ros.prompts import question_block, reasoning_prompt
+from embodied_r_ros.reasoning.answers import extract_choice
+from embodied_r_ros.reasoning.prompts import question_block, reasoning_prompt
 
 QUESTION = "Which object did I pass first?"
 OPTIONS = ["red chair", "blue lamp", "green table", "white door"]

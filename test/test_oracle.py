@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from embodied_r_training.eval.oracle import oracle_answer, oracle_trace, question_task, read_prompt
 
-from embodied_r_ros.prompts import reasoning_prompt
+from embodied_r_ros.reasoning.prompts import reasoning_prompt
 
 CHAIR = "red chair ahead, near, 2 m, longest side 0.90 m, at (2.00, 0.00, 0.45)"
 TABLE = "blue table left, far, 3 m, longest side 1.40 m, at (1.00, 3.00, 0.38)"

@@ -12,7 +12,7 @@ from embodied_r_ros.keyframes import select_keyframes
 from embodied_r_ros.perceivers import core_perceivers
 from embodied_r_ros.perception import Perceiver
 from embodied_r_ros.pipeline import EmbodiedR, NoFramesError
-from embodied_r_ros.reasoning import Reasoner
+from embodied_r_ros.reasoning.messages import Reasoner
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 

@@ -1,4 +1,5 @@
-"""Composing and inverting rigid transforms (embodied_r_ros/pose_math.py), checked against numbers worked out
+"""Composing and inverting rigid transforms (embodied_r_ros/poses/transforms.py), checked against numbers
+worked out
 by hand."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from embodied_r_ros.ego_motion import ego_motion, quaternion_to_matrix
 from embodied_r_ros.frames import Pose
-from embodied_r_ros.pose_math import IDENTITY, compose, invert, pose_problem, quaternion_multiply
+from embodied_r_ros.poses.ego_motion import ego_motion, quaternion_to_matrix
+from embodied_r_ros.poses.transforms import IDENTITY, compose, invert, pose_problem, quaternion_multiply
 
 S45 = math.sqrt(0.5)  # sin 45 deg = cos 45 deg
 S15, C15 = math.sin(math.radians(15)), math.cos(math.radians(15))

@@ -100,7 +100,7 @@ def start_source(host, config: PoseConfig, own_threads: bool = False) -> tuple[P
 
 
 def input_threads(host) -> set[str]:
-    """The names of the host's input threads alive (camera_thread.subscribe_input with own_thread)."""
+    """The names of the host's input threads alive (input_thread.subscribe_input with own_thread)."""
     return {t.name for t in threading.enumerate() if t.name.startswith(f"{host.get_name()}_")}
 
 

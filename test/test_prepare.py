@@ -24,9 +24,9 @@ from embodied_r_ros.cli.main import main
 from embodied_r_ros.frames import Frame
 from embodied_r_ros.keyframes import StreamingKeyFrameSelector
 from embodied_r_ros.perception import parse_descriptions
-from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.poses.pose_history import PoseHistory
 from embodied_r_ros.question_file import read_questions, write_questions
-from embodied_r_ros.reasoning import reasoning_messages
+from embodied_r_ros.reasoning.messages import reasoning_messages
 
 IMAGE_TOPIC = "/camera/image_raw"
 

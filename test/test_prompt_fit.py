@@ -21,8 +21,8 @@ from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame, select_keyframes
 from embodied_r_ros.perception import Description, Perceiver, odometry_motion
 from embodied_r_ros.pipeline import EmbodiedR
-from embodied_r_ros.prompt_fit import ELLIPSIS, cut_observations, drop_order, fit_prompt
-from embodied_r_ros.reasoning import Reasoner, reasoning_messages
+from embodied_r_ros.reasoning.messages import Reasoner, reasoning_messages
+from embodied_r_ros.reasoning.prompt_fit import ELLIPSIS, cut_observations, drop_order, fit_prompt
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 QUESTION = "Which way did I turn?"

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from embodied_r_ros import prompts
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Description, parse_action, parse_descriptions, parse_step_reply
-from embodied_r_ros.reasoning import reasoning_messages
+from embodied_r_ros.reasoning import prompts
+from embodied_r_ros.reasoning.messages import reasoning_messages
 
 
 @pytest.mark.parametrize(

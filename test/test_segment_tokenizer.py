@@ -7,7 +7,7 @@ import random
 from transformers import AutoTokenizer
 
 from embodied_r_ros.backends.segment_tokenizer import SegmentTokenizer
-from embodied_r_ros.prompts import reasoning_prompt, scene_prompt, step_prompt
+from embodied_r_ros.reasoning.prompts import reasoning_prompt, scene_prompt, step_prompt
 
 PIECES = [
     "<|im_start|>",

@@ -24,8 +24,8 @@ from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, Sta
 from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
 from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
 
-from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question, bag_path, read_questions, write_questions
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 PIXELS = 160 * 120
 

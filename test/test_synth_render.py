@@ -20,9 +20,9 @@ from embodied_r_training.synth.world import (
     generate_world,
 )
 
-from embodied_r_ros.ego_motion import quaternion_to_matrix
 from embodied_r_ros.frames import Pose
 from embodied_r_ros.keyframes import FrameMatcher
+from embodied_r_ros.poses.ego_motion import quaternion_to_matrix
 
 W, H = 160, 120
 

@@ -20,7 +20,7 @@ from embodied_r_training.synth.trajectory import (
 )
 from embodied_r_training.synth.world import OBJECT_CLEARANCE_M, generate_world
 
-from embodied_r_ros.ego_motion import ego_motion, quaternion_to_matrix
+from embodied_r_ros.poses.ego_motion import ego_motion, quaternion_to_matrix
 
 
 def square_walk() -> Trajectory:

@@ -1,4 +1,5 @@
-"""The ROS-free transform tree (embodied_r_ros/transform_tree.py): static and sampled edges, lookups between
+"""The ROS-free transform tree (embodied_r_ros/poses/transform_tree.py): static and sampled edges, lookups
+between
 frames at a stamp, and camera stamps that wait for the transforms around them."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import math
 import pytest
 
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.transform_tree import PendingLookups, TransformTree
+from embodied_r_ros.poses.transform_tree import PendingLookups, TransformTree
 
 S = NS_PER_S
 S45 = math.sqrt(0.5)

@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..prompts import letter_options
 from ..question_file import Question, read_questions
+from ..reasoning.prompts import letter_options
 from .yardstick import YardstickAnswers, yardstick_answers
 
 DEFAULT_NODE = "/embodied_r"

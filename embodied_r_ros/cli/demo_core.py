@@ -15,7 +15,7 @@ from rich.table import Table
 
 from ..config import PipelineConfig, model_config
 from ..keyframes import StreamingKeyFrameSelector
-from ..prompts import letter_options
+from ..reasoning.prompts import letter_options
 from ..testing.synthetic_clip import synthetic_clip
 from .parts import load_pipeline
 

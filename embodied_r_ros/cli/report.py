@@ -19,9 +19,9 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
-from ..answers import extract_choice, extract_number, mean_relative_accuracy
 from ..frames import NS_PER_S
-from ..options import option_letter
+from ..reasoning.answers import extract_choice, extract_number, mean_relative_accuracy
+from ..reasoning.options import option_letter
 from .yardstick import YardstickAnswers
 
 THUMBNAIL_SIDE = 320

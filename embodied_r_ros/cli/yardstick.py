@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..options import option_letter
-from ..prompts import reasoning_prompt
+from ..reasoning.options import option_letter
+from ..reasoning.prompts import reasoning_prompt
 
 # Description.as_text(): "After <action>: <observation>" for key frame j >= 1, the observation alone for 0.
 _AFTER = re.compile(r"^After (.*?): (.*)$", re.DOTALL)

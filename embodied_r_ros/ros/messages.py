@@ -11,10 +11,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..answers import Answer
 from ..frames import NS_PER_S, Pose
 from ..image_conversion import rgb8_fields
-from ..pose_math import pose_problem as pose_problem  # re-exported: the readers' check lives in the core
+from ..poses.transforms import (
+    pose_problem as pose_problem,  # re-exported: the readers' check lives in the core
+)
+from ..reasoning.answers import Answer
 
 
 def stamp_to_ns(stamp: Any) -> int:

@@ -16,7 +16,7 @@ A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names
   frames and questions (the history stays), cleanup frees the models' memory. With ``autostart`` (the
   default) the node configures and activates itself at start.
 
-Threads: the camera subscription is taken by a thread of its own (:mod:`.camera_thread`), which converts
+Threads: the camera subscription is taken by a thread of its own (:mod:`.input_thread`), which converts
 the image and hands it to the :class:`~embodied_r_ros.history.RobotHistory` (key-frame decisions, stored
 frames, poses; ROS-free), which gives a question the key frames of its window. The camera never waits on a
 model. Questions run one at a time on the :class:`~embodied_r_ros.ros.query_worker.QueryWorker` thread;
@@ -33,7 +33,7 @@ they keep coming under ``use_sim_time`` before /clock does (and say that no cloc
 then is stamped with its newest key frame's stamp.
 
 Memory (``memory.*``, on by default): configure opens the durable memory
-(:class:`~embodied_r_ros.memory_store.MemoryStore`, one SQLite file per node name under
+(:class:`~embodied_r_ros.memory.store.MemoryStore`, one SQLite file per node name under
 ``$ROS_HOME/embodied_r/``) and cleanup closes it; the camera thread only queues each candidate frame for
 it, a writer thread commits. A question whose window reaches before the RAM history is answered from it;
 a memory that cannot be written is reported (log, /diagnostics) and the node answers from RAM.
@@ -93,19 +93,19 @@ from ..frames import Frame
 from ..history import EmptyHistoryError, MemorySearchError, RobotHistory, WindowKeyFrames
 from ..image_conversion import ImageConversionError, message_to_rgb
 from ..keyframes import KeyFrame
-from ..memory_describer import MemoryDescriber
-from ..memory_store import MemoryStatus, MemoryStore, memory_path
-from ..mission_time import without_place
+from ..memory.describer import MemoryDescriber
+from ..memory.mission_time import without_place
+from ..memory.store import MemoryStatus, MemoryStore, memory_path
+from ..memory.text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR, NoFramesError
 from ..stamp_guard import CONFIRM_FRAMES
-from ..text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..windows import WindowError, format_stamp
 from .action_server import steady_action_server
-from .camera_thread import SubscriptionThread, close_input, subscribe_input
 from .deferred_log import DeferredLogger
 from .frame_loss import SequenceGaps
+from .input_thread import SubscriptionThread, close_input, subscribe_input
 from .messages import answer_to_message, failure_message, rgb_image_message, stamp_to_ns
 from .params import NODE_NAME, NodeParameters
 from .pose_source import PoseProblem, PoseSource, pose_source_problem
@@ -282,7 +282,7 @@ class EmbodiedRNode(LifecycleNode):
     ``perceivers`` are the perceivers ``perception.perceiver`` may name (the application's registry);
     ``pipeline`` skips loading the models (tests and benchmarks share one; cleanup leaves it open);
     ``camera_thread`` False serves the camera from the node's own executor like every other callback (the
-    benchmark's baseline: see :mod:`.camera_thread` for why it is True); ``node_kwargs`` go to
+    benchmark's baseline: see :mod:`.input_thread` for why it is True); ``node_kwargs`` go to
     :class:`rclpy.node.Node` (``context``, ``namespace``, ``parameter_overrides``, ...). With ``autostart``
     (a parameter, default true) the constructor configures and activates the node. Raises
     :class:`ConfigError` for unusable parameters and :class:`ModelLoadError` when a model cannot be loaded.
@@ -579,7 +579,7 @@ class EmbodiedRNode(LifecycleNode):
             self._pose_group,
             on_pose=served.history.add_pose,
             on_problem=self._on_pose_problem,
-            own_threads=self._camera_thread,  # off the executor too: see camera_thread
+            own_threads=self._camera_thread,  # off the executor too: see input_thread
         )
         self._inputs.append(
             self.create_subscription(

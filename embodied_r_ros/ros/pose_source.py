@@ -5,7 +5,7 @@
   pose is the body in the fixed frame; the camera pose is that pose composed with ``pose.camera_offset``.
 - ``tf``: the transform ``pose.odom_frame`` -> the camera frame (``pose.camera_frame``, or the images'
   frame_id) from ``/tf`` and ``/tf_static`` (:mod:`.tf_listener`), looked up at each camera frame's stamp
-  once the transforms around it arrived (:class:`~embodied_r_ros.transform_tree.PendingLookups`), then
+  once the transforms around it arrived (:class:`~embodied_r_ros.poses.transform_tree.PendingLookups`), then
   composed with ``pose.camera_offset`` (identity when the TF tree already reaches the camera). The node
   tells it the stamp and frame_id of each camera frame it takes: :meth:`PoseSource.frame_seen`.
 - ``none``, or a message source with an empty ``pose.topic``: nothing.
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..config import ConfigError
 from ..frames import NS_PER_S, Pose
 from ..node_config import POSE_MESSAGE_TYPES, PoseConfig
-from ..pose_math import IDENTITY, compose, pose_problem
-from ..transform_tree import PendingLookups, SettledLookup, TransformTree, frame_name
-from .camera_thread import close_input, subscribe_input
+from ..poses.transform_tree import PendingLookups, SettledLookup, TransformTree, frame_name
+from ..poses.transforms import IDENTITY, compose, pose_problem
+from .input_thread import close_input, subscribe_input
 from .messages import odometry_pose, pose_stamped_pose, pose_with_covariance_pose, stamp_to_ns
 from .tf_listener import TF_STATIC_TOPIC, TF_TOPIC, TfListener, tf_messages_problem
 

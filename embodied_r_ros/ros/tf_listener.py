@@ -1,5 +1,6 @@
 """A small TF listener of our own: tf2_msgs/TFMessage on ``/tf`` and ``/tf_static`` into a
-:class:`~embodied_r_ros.transform_tree.TransformTree` (tf2_ros is not installable from PyPI; tf2_msgs is a
+:class:`~embodied_r_ros.poses.transform_tree.TransformTree` (tf2_ros is not installable from PyPI; tf2_msgs
+is a
 plain interface package that ROS installs, and ``make build`` builds where it is missing).
 
 QoS as tf2_ros's listener: ``/tf`` reliable, volatile, depth 100; ``/tf_static`` reliable, transient local,
@@ -12,8 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..transform_tree import TransformTree
-from .camera_thread import close_input, subscribe_input
+from ..poses.transform_tree import TransformTree
+from .input_thread import close_input, subscribe_input
 from .messages import stamp_to_ns, transform_pose
 
 if TYPE_CHECKING:

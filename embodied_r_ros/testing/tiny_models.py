@@ -17,8 +17,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ..ego_motion import ACTION_LABELS
-from ..options import OPTION_LETTERS
+from ..poses.ego_motion import ACTION_LABELS
+from ..reasoning.options import OPTION_LETTERS
 
 logger = logging.getLogger(__name__)
 

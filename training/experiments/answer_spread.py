@@ -32,7 +32,7 @@ from typing import Any
 
 from embodied_r_training.rl.warm_start import target_completion
 
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 
 def completion_log_probs(

@@ -244,7 +244,7 @@ def lenient_mc(eval_dir: Path, dataset: Path) -> dict[str, Any] | None:
     the tags. None for systems that generate nothing (chance)."""
     from embodied_r_training.eval.stats import bootstrap_ci
 
-    from embodied_r_ros.answers import extract_choice, parse_completion
+    from embodied_r_ros.reasoning.answers import extract_choice, parse_completion
 
     records = {}
     for line in (dataset / "test.jsonl").read_text(encoding="utf-8").splitlines():

@@ -8,7 +8,8 @@ indexes, the sqlite3 stamps column: :mod:`.rosbag_index`), so a raw-image bag is
 files with uncompressed chunks each wanted message (and each odometry message) is read as one record, not as
 its whole chunk. Bags without a usable index are read once, in order. Windows are in bag time (the time each
 message was recorded; the synthetic bags stamp headers with the same time). Images go through
-:mod:`embodied_r_ros.image_conversion` and poses through :class:`embodied_r_ros.pose_history.PoseHistory`,
+:mod:`embodied_r_ros.image_conversion` and poses through
+:class:`embodied_r_ros.poses.pose_history.PoseHistory`,
 the code the node uses, so a bag gives the frames the robot would have seen.
 """
 
@@ -28,7 +29,7 @@ from embodied_r_ros.config import param
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.image_conversion import ImageConversionError, message_to_rgb
 from embodied_r_ros.keyframes import candidate_indices, candidate_period_ns
-from embodied_r_ros.pose_history import PoseHistory
+from embodied_r_ros.poses.pose_history import PoseHistory
 
 from .rosbag_index import channel_id, mcap_index, sqlite_stamps
 

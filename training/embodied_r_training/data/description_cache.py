@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from embodied_r_ros import prompts
 from embodied_r_ros.config import ModelConfig
 from embodied_r_ros.frames import Frame
+from embodied_r_ros.reasoning import prompts
 
 
 def frame_hash(frame: Frame) -> str:

@@ -38,8 +38,8 @@ from tqdm import tqdm
 
 from embodied_r_ros.config import REQUIRED, Alias, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..synth.bag_writer import BagOptions, SceneBagWriter
 from ..synth.generate import BAG_DIR, DEFAULT_START_S

@@ -1,9 +1,9 @@
 """A robot's durable memory as a training source: the key frames a node answers a window with from it.
 
 A node with ``memory.enabled`` keeps every candidate frame, its key-frame decision and the poses in one
-SQLite file (:mod:`embodied_r_ros.memory_store`, ``$ROS_HOME/embodied_r/<node name>.sqlite``).
+SQLite file (:mod:`embodied_r_ros.memory.store`, ``$ROS_HOME/embodied_r/<node name>.sqlite``).
 ``embodied-r prepare`` reads such a file where a bag goes: the file is opened for reading only
-(:class:`~embodied_r_ros.memory_store.ReadOnlyMemory`: never changed, refused while a node holds it) and
+(:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`: never changed, refused while a node holds it) and
 each window is answered by :meth:`RobotHistory.keyframes <embodied_r_ros.history.RobotHistory.keyframes>`
 over it, the very code a node runs when a question reaches before its RAM (a restarted node: everything
 from the memory): the stored decisions of the window's candidates, its first and last candidate, the clamp
@@ -22,7 +22,7 @@ from typing import Sequence
 from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.history import EmptyHistoryError, RobotHistory
 from embodied_r_ros.keyframes import KeyFrame
-from embodied_r_ros.memory_store import MemoryReader, MemoryStoreError
+from embodied_r_ros.memory.store import MemoryReader, MemoryStoreError
 from embodied_r_ros.node_config import PoseConfig
 from embodied_r_ros.windows import Window, WindowError, format_stamp
 

@@ -5,7 +5,7 @@ For each question of the questions files (the format ``embodied-r synth`` writes
 its window (:mod:`.bag_reader`), the key frames (:class:`~embodied_r_ros.keyframes.WindowReplay`: what the
 node answers after watching the bag from its first frame, the same key frames), the VLM
 descriptions (batched across questions and key frames; cached on disk by :mod:`.description_cache`), and
-the LM chat built by :func:`embodied_r_ros.reasoning.reasoning_messages`, exactly what the node asks.
+the LM chat built by :func:`embodied_r_ros.reasoning.messages.reasoning_messages`, exactly what the node asks.
 
 ``--perceiver ground_truth`` describes the key frames with the simulator's ground truth instead of a VLM
 (:mod:`..perceivers`, a measuring instrument for synthetic bags: ``--scene`` names the scene file, by
@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
-from embodied_r_ros import prompts
 from embodied_r_ros.backends import BackendError
 from embodied_r_ros.config import (
     REQUIRED,
@@ -53,10 +52,11 @@ from embodied_r_ros.config import (
     section,
 )
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
-from embodied_r_ros.memory_store import MemoryStoreError, ReadOnlyMemory
+from embodied_r_ros.memory.store import MemoryStoreError, ReadOnlyMemory
 from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions
+from embodied_r_ros.reasoning import prompts
 
 from ..perceivers import GROUND_TRUTH
 from ..perceivers import register as register_training_perceivers
@@ -473,7 +473,7 @@ def build_record(item: Item, model: str, split: str, fold: int | None = None) ->
     """One data-set record (:mod:`.schema`): the chat prompt as the node builds it, the solution and
     provenance; ``fold`` only with ``--folds``."""
     from embodied_r_ros.perception import parse_descriptions
-    from embodied_r_ros.reasoning import reasoning_messages
+    from embodied_r_ros.reasoning.messages import reasoning_messages
 
     question = item.question
     descriptions = parse_descriptions(item.keyframes, item.replies or [])

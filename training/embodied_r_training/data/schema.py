@@ -34,7 +34,7 @@ COLUMNS: dict[str, str] = {
     "keyframe_stamps_ns": "the stamps of the key frames the descriptions are of",
     "vlm": "what described the key frames: the VLM's name, or ground-truth:<scene file> (a measuring "
     "instrument, no VLM)",
-    "prompt_version": "embodied_r_ros.prompts.PROMPT_VERSION of the prompt texts",
+    "prompt_version": "embodied_r_ros.reasoning.prompts.PROMPT_VERSION of the prompt texts",
     "split": "train, val or test",
 }
 # Written only with `prepare --folds K`: the scene's fold, 0..K-1.

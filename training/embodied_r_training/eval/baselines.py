@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 

@@ -46,10 +46,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from embodied_r_ros import prompts
 from embodied_r_ros.backends.base import ChatMessage, ChatRequest, GenerationBackend
 from embodied_r_ros.config import Alias, ConfigError, KeyFrameConfig, ModelConfig, param, section
-from embodied_r_ros.reasoning import reasoning_messages
+from embodied_r_ros.reasoning import prompts
+from embodied_r_ros.reasoning.messages import reasoning_messages
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.schema import GRADING, KEYFRAMES, PROMPT, read_split
@@ -260,7 +260,7 @@ def grade_records(
 def chance_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
     """The ``chance`` system: expected accuracy 1/k of a uniform guess among k options (multiple choice);
     for numeric records the MRA of the mean solution of the same task in ``records`` (frequency chance)."""
-    from embodied_r_ros.answers import mean_relative_accuracy
+    from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 
     by_task: dict[str, list[float]] = defaultdict(list)
     for record in records:

@@ -5,12 +5,12 @@ store after it replayed the bag and described its key frames in the background),
 is put to the pipeline as the node's ``search_memory`` question puts it:
 
 1. **key frames**: :meth:`RobotHistory.search <embodied_r_ros.history.RobotHistory.search>` over the store
-   opened read only (:class:`~embodied_r_ros.memory_store.ReadOnlyMemory`), the node's default key-frame
+   opened read only (:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`), the node's default key-frame
    and search settings, the question's window;
 2. **descriptions**: the mission's ground-truth perception
    (:class:`~embodied_r_training.synth.mission_ground_truth.MissionGroundTruth`: a MEASURING INSTRUMENT
    computed from the mission's geometry, not a VLM), question-conditioned as the node's perceiver is;
-3. **the reasoner prompt**: :func:`embodied_r_ros.reasoning.reasoning_messages`, fitted to the LM's
+3. **the reasoner prompt**: :func:`embodied_r_ros.reasoning.messages.reasoning_messages`, fitted to the LM's
    context first when an LM is given (:meth:`EmbodiedR.fit_prompt <embodied_r_ros.pipeline.EmbodiedR>`).
 
 The same question is also put over its **evidence** key frames: for each object the labels name, its
@@ -49,14 +49,14 @@ from embodied_r_ros.backends.base import ChatMessage
 from embodied_r_ros.config import BufferConfig, KeyFrameConfig, ModelConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory, WindowKeyFrames
-from embodied_r_ros.memory_search import Interval, SearchSettings
-from embodied_r_ros.memory_store import MemoryReader
-from embodied_r_ros.mission_time import place_in_mission
+from embodied_r_ros.memory.mission_time import place_in_mission
+from embodied_r_ros.memory.search import Interval, SearchSettings
+from embodied_r_ros.memory.store import MemoryReader
+from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.node_config import MemoryConfig
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.question_file import MC, Question, read_questions
-from embodied_r_ros.reasoning import Reasoner, reasoning_messages
-from embodied_r_ros.text_embedding import TextEmbedder
+from embodied_r_ros.reasoning.messages import Reasoner, reasoning_messages
 from embodied_r_ros.windows import Window
 
 from ..synth.mission_ground_truth import MISSION_FILE, MissionGroundTruth

@@ -2,7 +2,7 @@
 says that the text does not determine the answer.
 
 Like the yardstick's oracle (:mod:`.oracle`, whose grammar of ground-truth descriptions it reads), it is a
-pure function of the LM's user turn (:func:`embodied_r_ros.prompts.reasoning_prompt`): key-frame
+pure function of the LM's user turn (:func:`embodied_r_ros.reasoning.prompts.reasoning_prompt`): key-frame
 descriptions, question, lettered options. It never reads mission.json. It answers the four kinds of
 :mod:`embodied_r_training.synth.mission_questions` as far as a prompt of ground-truth descriptions
 (:mod:`embodied_r_training.synth.mission_ground_truth`, a measuring instrument) allows:
@@ -18,7 +18,8 @@ mission_count      every listing of the category's names with its position ("at 
                    :data:`SAME_OBJECT_M` apart are one object. None when a listing has no position, or
                    listings of several runs need a motion the prompt does not give in metres.
 mission_last_seen  the mission time of the last key frame listing the name (the place line a memory
-                   search's answer starts each observation with, :mod:`embodied_r_ros.mission_time`); the
+                   search's answer starts each observation with, :mod:`embodied_r_ros.memory.mission_time`);
+                   the
                    option nearest to it. None when the name is never listed or that frame has no time.
 mission_route      the robot's positions at the frames that first list the two names: their place lines'
                    odometry positions when both have one, else by dead reckoning; their horizontal distance.
@@ -27,13 +28,13 @@ mission_route      the robot's positions at the frames that first list the two n
 ================== ===========================================================================================
 
 **Dead reckoning** (:func:`dead_reckon`) chains the odometry's account of each step ("After I moved forward
-1.8 m, moved up 0.3 m and turned right 35 deg", :meth:`embodied_r_ros.ego_motion.EgoMotion.describe`: the
-displacement in the earlier frame's camera axes, the yaw and pitch of the relative rotation). Two facts of a
-ground robot are assumed, as a reader of the prompt would: its camera never rolls, and it drives on a level
-floor, so each step's displacement is horizontal and its vertical part in camera axes gives the camera's
-pitch (``tan pitch = up / forward``, read from steps of at least :data:`PITCH_STEP_M`). The prompt rounds
-distances to 0.1 m and angles to 1 deg and leaves out turns and tilts under 5 deg, so positions drift
-with the number and length of the steps: a limit of what the prompt carries, not of this reader.
+1.8 m, moved up 0.3 m and turned right 35 deg", :meth:`embodied_r_ros.poses.ego_motion.EgoMotion.describe`:
+the displacement in the earlier frame's camera axes, the yaw and pitch of the relative rotation). Two facts of
+a ground robot are assumed, as a reader of the prompt would: its camera never rolls, and it drives on a level
+floor, so each step's displacement is horizontal and its vertical part in camera axes gives the camera's pitch
+(``tan pitch = up / forward``, read from steps of at least :data:`PITCH_STEP_M`). The prompt rounds distances
+to 0.1 m and angles to 1 deg and leaves out turns and tilts under 5 deg, so positions drift with the number
+and length of the steps: a limit of what the prompt carries, not of this reader.
 
 :func:`mission_oracle` gives the answer with a short reasoning that cites the frames, or the reason it
 abstains; :func:`mission_oracle_trace` the pair (reasoning, answer) like :func:`.oracle.oracle_trace`.
@@ -46,8 +47,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from embodied_r_ros.mission_time import PLACE_PATTERN, clock_seconds, mission_clock
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.memory.mission_time import PLACE_PATTERN, clock_seconds, mission_clock
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..synth.questions import plural
 

@@ -3,8 +3,8 @@
 A long mission (:mod:`embodied_r_training.synth.mission_writer`) labels each question with its evidence:
 the intervals of bag stamps ``[start_ns, end_ns]`` (inclusive) in which what the question names was in
 view (``mission.json``, ``questions[id]["evidence"]``). A memory that held the mission and described its
-key frames (:mod:`embodied_r_ros.memory_describer`) is searched the way a ``search_memory`` question
-searches it (:func:`embodied_r_ros.memory_search.search_hits`: the question and its options embedded, the
+key frames (:mod:`embodied_r_ros.memory.describer`) is searched the way a ``search_memory`` question
+searches it (:func:`embodied_r_ros.memory.search.search_hits`: the question and its options embedded, the
 closest question-agnostic descriptions in the question's window, spread over time). For each ``k``:
 
 * **recall@k**: the share of questions with at least one of their top-``k`` hits inside an evidence
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Sequence
 
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.memory_search import SearchSettings, query_text, search_hits
-from embodied_r_ros.memory_store import MemoryReader
+from embodied_r_ros.memory.search import SearchSettings, query_text, search_hits
+from embodied_r_ros.memory.store import MemoryReader
+from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.question_file import read_questions
-from embodied_r_ros.text_embedding import TextEmbedder
 
 DEFAULT_KS = (4, 8, 16)
 ALL_KINDS = "all"  # the row over every question
@@ -144,7 +144,7 @@ def retrieve(
     settings: SearchSettings | None = None,
 ) -> list[int]:
     """The stamps of the ``k`` key frames a ``search_memory`` question retrieves, in their order (its
-    window, or the whole memory when it names none): :func:`~embodied_r_ros.memory_search.search_hits` with
+    window, or the whole memory when it names none): :func:`~embodied_r_ros.memory.search.search_hits` with
     the node's default ``settings`` but ``k``."""
     start_ns, end_ns = question.start_ns, question.end_ns or 2**63 - 1
     settings = replace(settings or SearchSettings(), k=k)

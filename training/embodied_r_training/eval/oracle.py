@@ -1,7 +1,8 @@
 """The oracle reasoner: answers a reasoning prompt from its text alone, or says that the text does not
 determine the answer.
 
-A pure function of the LM's user turn (:func:`embodied_r_ros.prompts.reasoning_prompt`: the key frames'
+A pure function of the LM's user turn (:func:`embodied_r_ros.reasoning.prompts.reasoning_prompt`: the key
+frames'
 descriptions, the question, the lettered options): it never reads a scene, a questions file or anything
 else. On prompts whose descriptions come from ground-truth perception
 (:mod:`embodied_r_training.synth.ground_truth`) it answers every task of ``embodied-r synth``
@@ -37,7 +38,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..synth.ground_truth import PathPiece
 from ..synth.questions import plural, quadrant, turn_label

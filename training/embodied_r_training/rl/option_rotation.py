@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from embodied_r_ros.config import ConfigError
-from embodied_r_ros.options import OPTION_LETTERS
-from embodied_r_ros.prompts import letter_options, question_block
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.prompts import letter_options, question_block
 
 
 def _option_texts(options: Sequence[str]) -> list[str]:

@@ -43,17 +43,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from embodied_r_ros.answers import (
+from embodied_r_ros.backends.base import ChatMessage, GenerationBackend
+from embodied_r_ros.config import ConfigError
+from embodied_r_ros.reasoning.answers import (
     ParsedCompletion,
     extract_choice,
     extract_number,
     mean_relative_accuracy,
     parse_completion,
 )
-from embodied_r_ros.backends.base import ChatMessage, GenerationBackend
-from embodied_r_ros.config import ConfigError
-from embodied_r_ros.options import OPTION_LETTERS
-from embodied_r_ros.prompts import question_block
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.prompts import question_block
 
 # The reference model's prompt. Change REFERENCE_PROMPT_VERSION whenever a text below changes, so logged
 # consistency rates from different prompts are not compared as if they were the same measurement.

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from embodied_r_ros.config import ConfigError
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def trace_completion(row: Mapping[str, Any]) -> str | None:
     answer from it, or answers wrongly (a multiple-choice letter other than the solution, a number with an
     MRA below :data:`TRACE_MIN_MRA`): such a row has no reasoning worth teaching.
     """
-    from embodied_r_ros.answers import mean_relative_accuracy
+    from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 
     from ..eval.oracle import oracle_trace
 

@@ -5,7 +5,8 @@ from the prompt ``embodied-r prepare --perceiver ground_truth`` will build for i
 window as prepare reads them from the written bag (:func:`embodied_r_training.data.prepare.bag_keyframes`
 on a :class:`~embodied_r_training.data.bag_reader.BagReader`: decoded images, JPEG included, 1 fps
 candidates, the node's key-frame rule), described by ground truth (:mod:`.ground_truth`) and formatted by
-:func:`embodied_r_ros.reasoning.reasoning_messages`. Correct means the right letter, the exact count, or a
+:func:`embodied_r_ros.reasoning.messages.reasoning_messages`. Correct means the right letter, the exact
+count, or a
 number within 5 % of the truth (full marks under MRA). Questions whose key frames miss the evidence (an
 object never in view at a key frame, two first appearances between the same two key frames, a count that
 misses a member) are dropped, not re-windowed: the generator then tries the task's next candidate.
@@ -22,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from embodied_r_ros.answers import mean_relative_accuracy
 from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.question_file import MC, Question
-from embodied_r_ros.reasoning import reasoning_messages
+from embodied_r_ros.reasoning.answers import mean_relative_accuracy
+from embodied_r_ros.reasoning.messages import reasoning_messages
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.prepare import bag_keyframes

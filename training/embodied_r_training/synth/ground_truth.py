@@ -27,7 +27,8 @@ heading then), z metres above the floor (outdoors: the ground). Metres are given
 0.1 m outdoors, so that distances between centres (abs_distance, relative_distance) and directions between
 objects (relative_direction) follow from the positions to within a few percent.
 
-Replies are written in exactly the form the VLM prompts ask for (:mod:`embodied_r_ros.prompts`) and parsed
+Replies are written in exactly the form the VLM prompts ask for (:mod:`embodied_r_ros.reasoning.prompts`) and
+parsed
 by the same :func:`~embodied_r_ros.perception.parse_descriptions`:
 
 - key frame 0: ``I see <the nearest MAX_SCENE objects and every question object in view>.`` (nearest
@@ -35,7 +36,7 @@ by the same :func:`~embodied_r_ros.perception.parse_descriptions`:
   the floor.`` when the question names objects; ``The room is <X> m by <Y> m.`` (its floor's two sides)
   when the question asks about the room (indoors);
 - key frame j >= 1: ``Action: <one of the paper's ten labels, from the true motion between the two poses
-  (embodied_r_ros.ego_motion)>`` and ``Observation:`` with, in this order:
+  (embodied_r_ros.poses.ego_motion)>`` and ``Observation:`` with, in this order:
 
   * ``Path: <what I did since key frame j-1>.`` when the question asks about my motion (travel, turns,
     walking, flying, altitude): the trajectory's pieces in order, "walked D m" / "flew D m (up Z m)"
@@ -66,10 +67,10 @@ from pathlib import Path
 
 import numpy as np
 
-from embodied_r_ros.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Description, PerceptionQuery, parse_descriptions
+from embodied_r_ros.poses.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 
 from .questions import plural
 from .render import CameraModel, Renderer

@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embodied_r_ros.mission_time import mission_clock
-from embodied_r_ros.options import OPTION_LETTERS
+from embodied_r_ros.memory.mission_time import mission_clock
 from embodied_r_ros.question_file import MC, NUMERIC, Question
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from .mission import MissionPlan, mission_objects
 from .mission_sightings import MissionSightings

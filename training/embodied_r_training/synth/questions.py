@@ -59,8 +59,8 @@ import numpy as np
 from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.keyframes import candidate_indices
-from embodied_r_ros.options import OPTION_LETTERS
 from embodied_r_ros.question_file import MC, NUMERIC, Question
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from .trajectory import MOVING_KINDS, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION, Visibility

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodied_r_ros.ego_motion import quaternion_to_matrix
 from embodied_r_ros.frames import Pose
+from embodied_r_ros.poses.ego_motion import quaternion_to_matrix
 
 from .world import BOX, INDOOR, SceneObject, World
 

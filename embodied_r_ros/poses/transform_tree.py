@@ -2,7 +2,7 @@
 the pose of one frame in another at a stamp, interpolated.
 
 Each child frame has one parent (a tree, as in tf2). A static edge (``/tf_static``) holds at every stamp; a
-dynamic one (``/tf``) keeps its samples in a :class:`~embodied_r_ros.pose_history.PoseHistory`, which
+dynamic one (``/tf``) keeps its samples in a :class:`~embodied_r_ros.poses.pose_history.PoseHistory`, which
 interpolates between the samples around a stamp and refuses a stamp farther than ``max_gap_s`` from any.
 :meth:`TransformTree.lookup` walks from both frames up to their common ancestor and composes the edges.
 
@@ -18,9 +18,9 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from .frames import NS_PER_S, Pose
+from ..frames import NS_PER_S, Pose
 from .pose_history import PoseHistory
-from .pose_math import IDENTITY, compose, invert, pose_problem
+from .transforms import IDENTITY, compose, invert, pose_problem
 
 EDGE_CAPACITY = 4096  # samples per dynamic edge (256 kB): 40 s at 100 Hz; the older half goes when full
 # A sample this far behind its edge's newest means the transforms restarted (a bag loops, a simulation

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+from ..frames import Pose
 from .ego_motion import quaternion_to_matrix
-from .frames import Pose
 
 IDENTITY = Pose()
 

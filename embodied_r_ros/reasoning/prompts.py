@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .ego_motion import ACTION_LABELS
+from ..poses.ego_motion import ACTION_LABELS
 from .options import OPTION_LETTERS
 
 PROMPT_VERSION = "1"

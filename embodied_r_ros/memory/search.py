@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .frames import NS_PER_S
-from .keyframes import clamp_indices, evenly_spaced_indices
-from .memory_store import MemoryReader, SearchHit
+from ..frames import NS_PER_S
+from ..keyframes import clamp_indices, evenly_spaced_indices
+from .store import MemoryReader, SearchHit
 from .text_embedding import TextEmbedder
 
 REASON_RETRIEVED = "retrieved"  # a key frame whose description matched the question (KeyFrame.reason)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .frames import Pose
+from ..frames import Pose
 
 Quaternion = tuple[float, float, float, float]  # (x, y, z, w)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..backends.base import ChatMessage, GenerationBackend
+from ..perception import Description
 from . import prompts
 from .answers import Answer, answer_from_completion
-from .backends.base import ChatMessage, GenerationBackend
-from .perception import Description
 
 
 def reasoning_messages(

@@ -62,9 +62,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from .clip_buffer import decode_payload
-from .frames import NS_PER_S, Pose
-from .pose_history import PoseHistory
+from ..clip_buffer import decode_payload
+from ..frames import NS_PER_S, Pose
+from ..poses.pose_history import PoseHistory
 
 SCHEMA_VERSION = "1"
 COMMIT_S = 0.5  # a row waits at most this long for its commit (what a kill -9 may lose)
@@ -419,7 +419,7 @@ class MemoryReader:
 
     def pose_at(self, stamp_ns: int, max_gap_s: float) -> Pose | None:
         """The pose at ``stamp_ns`` interpolated between the stored samples around it, exactly as the RAM
-        pose history does (:meth:`~embodied_r_ros.pose_history.PoseHistory.pose_at`)."""
+        pose history does (:meth:`~embodied_r_ros.poses.pose_history.PoseHistory.pose_at`)."""
         timeline, stamp = self.status().timeline, int(stamp_ns)
         around = self._read(
             f"SELECT * FROM (SELECT {_POSE_COLUMNS} FROM poses WHERE timeline = ? AND stamp_ns <= ? "

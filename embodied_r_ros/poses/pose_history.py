@@ -2,7 +2,7 @@
 
 The node looks poses up when a question is answered, not when a frame arrives: by then the odometry
 around every key frame has arrived, so the pose is interpolated between the samples before and after the
-frame (:func:`~embodied_r_ros.ego_motion.interpolate_pose`) instead of extrapolated from the last one.
+frame (:func:`~embodied_r_ros.poses.ego_motion.interpolate_pose`) instead of extrapolated from the last one.
 
 Samples live in two preallocated numpy arrays (stamps, and x y z qx qy qz qw), so memory is fixed:
 ``capacity * 64`` bytes. When the arrays are full, the older half is dropped. Samples older than the
@@ -16,8 +16,8 @@ import threading
 
 import numpy as np
 
+from ..frames import NS_PER_S, Pose
 from .ego_motion import interpolate_pose
-from .frames import NS_PER_S, Pose
 
 
 class PoseHistory:

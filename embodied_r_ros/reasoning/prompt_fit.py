@@ -23,10 +23,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from .backends.base import ChatMessage, PromptRoom
-from .keyframes import KeyFrame
-from .perception import Description, odometry_motion
-from .reasoning import reasoning_messages
+from ..backends.base import ChatMessage, PromptRoom
+from ..keyframes import KeyFrame
+from ..perception import Description, odometry_motion
+from .messages import reasoning_messages
 
 # Measures one LM chat against the context; None when the backend cannot say.
 PromptMeasure = Callable[[list[ChatMessage]], PromptRoom | None]

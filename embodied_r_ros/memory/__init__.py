@@ -1,0 +1,1 @@
+"""The robot's durable mission memory: the store, its search, background descriptions."""

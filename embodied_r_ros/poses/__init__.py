@@ -1,0 +1,1 @@
+"""The robot's poses: transforms, the transform tree, pose history and ego-motion."""
