@@ -37,10 +37,10 @@ from .keyframes import (
     REASON_FIRST,
     REASON_LAST,
     REASON_SAMPLED,
+    CandidateDecision,
     KeyFrame,
     StreamingKeyFrameSelector,
-    _assemble,
-    _Decision,
+    assemble_keyframes,
 )
 from .memory.search import (
     REASON_RETRIEVED,
@@ -120,7 +120,7 @@ class DecisionReportingSelector(StreamingKeyFrameSelector):
     stores every decision, the overlap of the candidates it did not keep too (the prompt fitting drops
     the most overlapping key frames first, so a window answered from the memory needs them)."""
 
-    def last_decision(self) -> _Decision | None:
+    def last_decision(self) -> CandidateDecision | None:
         """The decision about the newest candidate (None before the first and after a reset)."""
         with self._state_lock:
             return self._decisions[-1] if self._decisions else None
@@ -321,13 +321,14 @@ class RobotHistory:
         newest = span[1] if ram is None else ram[1]
         start, end = window.resolve(default_s, span[0], newest, self.history_s, **_memory_bounds(memory))
         records = [
-            _Decision(c.stamp_ns, c.kept, c.overlap, c.reason, None) for c in memory.candidates(start, end)
+            CandidateDecision(c.stamp_ns, c.kept, c.overlap, c.reason, None)
+            for c in memory.candidates(start, end)
         ]
         if latest is not None and start <= latest.stamp_ns <= end:
             if not records or records[-1].stamp_ns < latest.stamp_ns:
-                records.append(_Decision(latest.stamp_ns, False, None, "", latest))
+                records.append(CandidateDecision(latest.stamp_ns, False, None, "", latest))
         keyframes = []
-        for i, overlap, reason in _assemble(records, config.min_keyframes, config.max_keyframes):
+        for i, overlap, reason in assemble_keyframes(records, config.min_keyframes, config.max_keyframes):
             record = records[i]
             if record.frame is not None:  # the newest frame, not a candidate: as the buffer stores it
                 with self._lock:

@@ -368,8 +368,9 @@ def _polygon_area(polygon: list[list[float]]) -> float:
 
 
 @dataclass(frozen=True)
-class _Decision:
-    """What the rule said about one candidate; ``reason`` is empty when it was not kept."""
+class CandidateDecision:
+    """What the rule said about one candidate; ``reason`` is empty when it was not kept. ``frame``: the
+    candidate itself where the caller keeps frames (None where they are stored elsewhere, e.g. the memory)."""
 
     stamp_ns: int
     kept: bool
@@ -398,8 +399,12 @@ class _Rule:
         return False, overlap, ""
 
 
-def _assemble(decisions: Sequence[_Decision], lo: int, hi: int) -> list[tuple[int, float | None, str]]:
-    """(candidate index, overlap, reason) of the key frames: rule-kept, first, last, then clamp."""
+def assemble_keyframes(
+    decisions: Sequence[CandidateDecision], lo: int, hi: int
+) -> list[tuple[int, float | None, str]]:
+    """The key frames among ``decisions`` (one per candidate, in time order), as (candidate index, overlap,
+    reason): those the rule kept, the first and the last, then clamped to [``lo``, ``hi``]. The one assembly
+    the selectors here and the history's replay from the memory share."""
     n = len(decisions)
     if n == 0:
         return []
@@ -423,7 +428,7 @@ class ClipKeyFrameSelector:
         self._period = candidate_period_ns(self.config.candidate_fps)
         self._rule = _Rule(FrameMatcher(self.config), self.config.overlap_threshold)
         self._candidates: list[Frame] = []
-        self._decisions: list[_Decision] = []
+        self._decisions: list[CandidateDecision] = []
         self._t0: int | None = None
         self._next_ns = 0
         self._last: Frame | None = None
@@ -448,7 +453,7 @@ class ClipKeyFrameSelector:
             return
         kept, overlap, reason = self._rule.decide(frame)
         self._candidates.append(frame)
-        self._decisions.append(_Decision(stamp, kept, overlap, reason, frame))
+        self._decisions.append(CandidateDecision(stamp, kept, overlap, reason, frame))
 
     def keyframes(self) -> list[KeyFrame]:
         """The clip's key frames (first, rule-kept, last, clamped), as :func:`select_keyframes` gives them."""
@@ -457,8 +462,8 @@ class ClipKeyFrameSelector:
         if candidates and last is not None and last.stamp_ns > candidates[-1].stamp_ns:
             # The last frame is off the grid: always kept, never judged (as in the streaming selector).
             candidates.append(last)
-            decisions.append(_Decision(last.stamp_ns, False, None, "", last))
-        chosen = _assemble(decisions, self.config.min_keyframes, self.config.max_keyframes)
+            decisions.append(CandidateDecision(last.stamp_ns, False, None, "", last))
+        chosen = assemble_keyframes(decisions, self.config.min_keyframes, self.config.max_keyframes)
         return [KeyFrame(candidates[i], i, overlap, reason) for i, overlap, reason in chosen]
 
 
@@ -509,7 +514,7 @@ class StreamingKeyFrameSelector:
         """Forget everything: the next frame pushed starts a new stream (and is kept)."""
         with self._push_lock, self._state_lock:
             self._rule = _Rule(self._matcher, self.config.overlap_threshold)
-            self._decisions: deque[_Decision] = deque()
+            self._decisions: deque[CandidateDecision] = deque()
             self._t0: int | None = None
             self._next_ns = 0
             self._index = 0
@@ -552,7 +557,9 @@ class StreamingKeyFrameSelector:
                 self._t0 = stamp
             self._next_ns = self._t0 + ((stamp - self._t0) // self._period + 1) * self._period
             kept, overlap, reason = self._rule.decide(frame)
-            record = _Decision(stamp, kept, overlap, reason, frame if self.frame_source is None else None)
+            record = CandidateDecision(
+                stamp, kept, overlap, reason, frame if self.frame_source is None else None
+            )
             index = self._index
             self._index += 1
             with self._state_lock:
@@ -578,8 +585,8 @@ class StreamingKeyFrameSelector:
             latest = self._latest
         if latest is not None and lo_ns <= latest.stamp_ns <= hi_ns:
             if not records or records[-1].stamp_ns < latest.stamp_ns:
-                records.append(_Decision(latest.stamp_ns, False, None, "", latest))
-        chosen = _assemble(records, self.config.min_keyframes, self.config.max_keyframes)
+                records.append(CandidateDecision(latest.stamp_ns, False, None, "", latest))
+        chosen = assemble_keyframes(records, self.config.min_keyframes, self.config.max_keyframes)
         keyframes = []
         for i, overlap, reason in chosen:
             frame = records[i].frame if records[i].frame is not None else self._fetch(records[i].stamp_ns)

@@ -1,13 +1,13 @@
-"""The experiments keep finished results with what made them (training/experiments/kept.py, used by
-smollm2_grpo.py) and restore them only while that code is unchanged and for the same recipe: config, model,
-data and arguments."""
+"""The experiments keep finished results keyed by what they are made of (training/experiments/kept.py,
+stage_code.py, steps.py): the stage's inputs by content and the code of that stage alone. A change that leaves
+them as they were leaves a result valid; one that changes them invalidates it, with a message naming what."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ CONFIGS = EXPERIMENTS.parents[0] / "configs"
 
 
 def _load(name: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))  # the scripts import kept.py beside them
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))  # the scripts import kept.py and stage_code.py beside them
     spec = importlib.util.spec_from_file_location(f"{name}_under_test", EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
@@ -25,236 +25,230 @@ def _load(name: str, monkeypatch: pytest.MonkeyPatch):
     return module
 
 
-class _Kept:
-    """kept.KeptResults over the test's repository, with a fixed recipe unless one is given."""
-
-    def __init__(self, kept_module, repo: Path) -> None:
-        self.module, self.repo = kept_module, repo
-
-    def KeptResults(self, root, out, config, recipe=None):  # noqa: N802 (the class it stands for)
-        recipe = recipe or self.module.Recipe({"config": "c1", "model": "m1"})
-        return self.module.KeptResults(self.repo, root, out, recipe, [config])
+@pytest.fixture
+def kept(monkeypatch: pytest.MonkeyPatch):
+    return _load("kept", monkeypatch)
 
 
 @pytest.fixture
-def experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """kept.py's KeptResults over a fresh git repository holding one config file."""
-    kept_module = _load("kept", monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (repo / "config.yaml").write_text("steps: 1\n")
-    subprocess.run([*git, "add", "config.yaml"], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    return _Kept(kept_module, repo), repo
+def code_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A throwaway package ``stagepkg`` on sys.path, and a function that (re)writes one of its modules and
+    returns the identity of the stage made of ``stagepkg.a`` and ``stagepkg.b``."""
+    stage_code = _load("stage_code", monkeypatch)
+    package = tmp_path / "stagepkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def identity(**modules: str):
+        for name, text in modules.items():
+            (package / f"{name}.py").write_text(textwrap.dedent(text))
+        for name in [m for m in sys.modules if m.startswith("stagepkg")]:
+            del sys.modules[name]  # re-import what was rewritten
+        return stage_code.code_identity(["stagepkg.a", "stagepkg.b"])
+
+    return stage_code, identity
 
 
-def test_results_are_restored_only_while_their_code_is_unchanged(experiment, tmp_path: Path) -> None:
-    module, repo = experiment
-    out, root = tmp_path / "out", repo / "kept"
-    config = repo / "config.yaml"
+A = '''
+    """Rewards."""
+    import re
+
+    LETTER = re.compile(r"[A-Z]")
+    SCALE = 2
+
+
+    def score(text: str) -> float:
+        """How good."""
+        return SCALE * len(LETTER.findall(text))
+'''
+B = """
+    def helper(x):
+        return x + 1
+"""
+
+
+def test_a_refactor_that_computes_the_same_keeps_the_code_identity(code_package) -> None:
+    stage_code, identity = code_package
+    before, _ = identity(a=A, b=B)
+    # Comments, docstrings, blank lines, imports, a constant built another way with the same value, and
+    # constants no function reads.
+    same = '''
+        """Rewards, reworded."""
+        import re as regex  # another spelling of the same import
+
+        FIRST, LAST = "A", "Z"
+        LETTER = regex.compile(r"[" + FIRST + "-" + LAST + "]")  # the same pattern, built
+        SCALE = 2
+
+
+        def score(text: str) -> float:
+            # no docstring now, and a comment
+            return SCALE * len(LETTER.findall(text))
+    '''
+    after, _ = identity(a=same)
+    assert stage_code.code_changes(before, after) == []  # FIRST and LAST are read by no function
+    # A function that moves from one of the stage's modules to another: the same identity.
+    with_helper = A.replace("SCALE = 2", "SCALE = 2\n\n\n    def helper(x):\n        return x + 1")
+    moved, where = identity(a=with_helper, b="X = None\n")
+    base, _ = identity(a=A, b="X = None\n" + textwrap.dedent(B))
+    assert stage_code.code_changes(base, moved) == [] and where["helper"] == "stagepkg.a"
+
+
+def test_a_change_to_what_the_code_computes_changes_the_identity_and_is_named(code_package) -> None:
+    stage_code, identity = code_package
+    before, _ = identity(a=A, b=B)
+    for changed_text, names in (
+        (A.replace("SCALE = 2", "SCALE = 3"), ["score"]),  # the function that reads the constant
+        (A.replace("[A-Z]", "[A-H]"), ["score"]),
+        (A.replace("return SCALE *", "return 1 + SCALE *"), ["score"]),
+        (A.replace("def score(text: str)", "def score(text: str, k: int = 1)"), ["score"]),
+        (A.replace("def score", "def grade"), ["grade", "score"]),
+    ):
+        after, _ = identity(a=changed_text)
+        assert stage_code.code_changes(before, after) == names
+
+
+def _key(kept, code, where=None, **inputs):
+    base = {"data": "d1", "config": "c1", "model": "m1"}
+    return kept.StageKey({**base, **inputs}, code, where or {})
+
+
+def test_results_are_restored_only_for_an_equal_key_and_the_log_names_what_changed(
+    kept, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out, root = tmp_path / "out", tmp_path / "kept"
+    code = {"score": ["aaa"], "SCALE": ["bbb"]}
+    key = _key(kept, code)
     metrics = out / "eval" / "grpo" / "metrics.json"
-    module.KeptResults(root, out, config).claim(metrics.parent)  # what evaluate() does before computing
+    kept.KeptResults(root, out).claim(metrics.parent, key)  # what evaluate() does before computing
     metrics.write_text(json.dumps({"mc_accuracy": 0.5}))
-    module.KeptResults(root, out, config).keep("eval", "grpo", {"metrics.json": metrics})
-    provenance = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
-    assert "config.yaml" in provenance["files"] and len(provenance["commit"]) == 40
+    kept.KeptResults(root, out).keep("eval", "grpo", key, {"metrics.json": metrics})
+    record = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
+    assert record["key"] == key.as_dict()
 
-    fresh = tmp_path / "fresh"  # a new machine: OUT is empty
-    assert module.KeptResults(root, fresh, config).restore("eval", "grpo", ("metrics.json",))
+    fresh = tmp_path / "fresh"  # a new machine, the same inputs and code: restored
+    assert kept.KeptResults(root, fresh).restore("eval", "grpo", _key(kept, dict(code)), ("metrics.json",))
     assert json.loads((fresh / "eval" / "grpo" / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
-    assert not module.KeptResults(root, fresh, config).restore("eval", "sft", ("metrics.json",))
+    assert not kept.KeptResults(root, fresh).restore("eval", "sft", key, ("metrics.json",))
 
-    config.write_text("steps: 2\n")  # the code (here: the config) changed: the result is stale
-    again = tmp_path / "again"
-    assert not module.KeptResults(root, again, config).restore("eval", "grpo", ("metrics.json",))
-    assert not (again / "eval" / "grpo").exists()
-    # ...and a result made from uncommitted changes is not kept at all.
-    other = out / "eval" / "sft" / "metrics.json"
-    other.parent.mkdir(parents=True)
-    other.write_text("{}")
-    module.KeptResults(root, out, config).keep("eval", "sft", {"metrics.json": other})
-    assert not (root / "eval" / "sft").exists()
-    assert module.KeptResults(None, out, config).restore("eval", "grpo", ("metrics.json",)) is False
+    caplog.set_level("WARNING")
+    other_code = {"score": ["zzz"], "SCALE": ["bbb"], "new_helper": ["ccc"]}
+    for changed, named in (
+        (_key(kept, code, data="d2"), "made from another data"),
+        (_key(kept, code, model="m2", config="c2"), "made from another config, model"),
+        (_key(kept, other_code, {"score": "pkg.rewards", "new_helper": "pkg.util"}),
+         "its code changed: new_helper (pkg.util), score (pkg.rewards)"),
+    ):  # fmt: skip
+        again = tmp_path / f"again-{len(caplog.records)}"
+        assert not kept.KeptResults(root, again).restore("eval", "grpo", changed, ("metrics.json",))
+        assert not (again / "eval" / "grpo").exists()
+        assert named in caplog.records[-1].getMessage()
+    assert kept.KeptResults(None, out).restore("eval", "grpo", key, ("metrics.json",)) is False
 
 
-def test_a_result_other_code_left_in_out_is_set_aside_not_kept(experiment, tmp_path: Path) -> None:
-    module, repo = experiment
-    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
+def test_a_result_another_key_left_in_out_is_set_aside_not_kept(kept, tmp_path: Path) -> None:
+    out, root = tmp_path / "out", tmp_path / "kept"
+    key = _key(kept, {"score": ["aaa"]})
     old = out / "eval" / "grpo"
     old.mkdir(parents=True)
     (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))  # no provenance: an earlier run's
-    kept = module.KeptResults(root, out, config)
-    assert not kept.vouched(old)
-    kept.keep("eval", "grpo", {"metrics.json": old / "metrics.json"})
-    assert not (root / "eval" / "grpo").exists()  # it would be labelled with code that did not make it
+    store = kept.KeptResults(root, out)
+    assert not store.vouched(old, key)
+    store.keep("eval", "grpo", key, {"metrics.json": old / "metrics.json"})
+    assert not (root / "eval" / "grpo").exists()  # it would be labelled with a key that did not make it
 
-    kept.claim(old)  # before evaluate() recomputes: the old result moves aside, nothing is lost
-    assert not (old / "metrics.json").exists() and kept.vouched(old)
+    store.claim(old, key)  # before evaluate() recomputes: the old result moves aside, nothing is lost
+    assert not (old / "metrics.json").exists() and store.vouched(old, key)
     (aside,) = (out / "eval").glob("grpo.stale-*")
     assert json.loads((aside / "metrics.json").read_text()) == {"mc_accuracy": 0.1}
     (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
-    kept.claim(old)  # a resumed run of the same code finds its own result and keeps it
+    store.claim(old, key)  # a resumed run with the same key finds its own result and keeps it
     assert json.loads((old / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
-    kept.keep("eval", "grpo", {"metrics.json": old / "metrics.json"})
+    store.keep("eval", "grpo", key, {"metrics.json": old / "metrics.json"})
     assert (root / "eval" / "grpo" / "provenance.json").is_file()
+    assert not store.vouched(old, _key(kept, {"score": ["bbb"]}))  # another stage code: not this run's
 
     # A valid kept result replaces an older one in another OUT instead of being shadowed by it.
     other = tmp_path / "other" / "eval" / "grpo"
     other.mkdir(parents=True)
     (other / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))
-    assert module.KeptResults(root, tmp_path / "other", config).restore("eval", "grpo", ("metrics.json",))
+    assert kept.KeptResults(root, tmp_path / "other").restore("eval", "grpo", key, ("metrics.json",))
     assert json.loads((other / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
 
 
-def test_another_recipe_never_restores_a_result(experiment, tmp_path: Path) -> None:
-    helper, repo = experiment
-    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
-    Recipe = helper.module.Recipe
-    cpu = Recipe({"config": "cpu", "model": "smollm2", "data": "d", "arguments": "a"})
-    metrics = out / "eval" / "grpo" / "metrics.json"
-    helper.KeptResults(root, out, config, cpu).claim(metrics.parent)
-    metrics.write_text(json.dumps({"mc_accuracy": 0.5}))
-    helper.KeptResults(root, out, config, cpu).keep("eval", "grpo", {"metrics.json": metrics})
-    assert json.loads((root / "eval" / "grpo" / "provenance.json").read_text())["recipe"] == cpu.as_dict()
-
-    for other in ({"config": "gpu"}, {"model": "qwen"}, {"data": "d2"}, {"arguments": "a2"}):
-        changed = Recipe({**cpu.inputs, **other})
-        fresh = tmp_path / f"fresh-{next(iter(other))}"
-        assert not helper.KeptResults(root, fresh, config, changed).restore("eval", "grpo", ("metrics.json",))
-        assert not (fresh / "eval" / "grpo").exists()
-    # Same recipe, same code: restored; and an OUT result of another recipe is set aside, not kept.
-    assert helper.KeptResults(root, tmp_path / "same", config, cpu).restore("eval", "grpo", ("metrics.json",))
-    gpu = Recipe({**cpu.inputs, "config": "gpu"})
-    assert not helper.KeptResults(root, out, config, gpu).vouched(metrics.parent)
+def _data(root: Path, rows: list[dict]) -> dict[str, Path]:
+    data = {}
+    for name, split in (("train_all", "train"), ("test_all", "test")):
+        data[name] = root / name
+        data[name].mkdir(parents=True, exist_ok=True)
+        (data[name] / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
 
 
-@pytest.mark.parametrize("cpu_config, gpu_config", [
-    ("smollm2_cpu.yaml", "smollm2_gpu.yaml"), ("reasoner_cpu.yaml", "reasoner_gpu.yaml"),
-])  # fmt: skip
-def test_the_gpu_config_or_another_model_never_restores_the_cpu_results(
+@pytest.mark.parametrize("cpu_config, gpu_config", [("reasoner_cpu.yaml", "reasoner_gpu.yaml")])
+def test_a_training_key_tells_configs_models_data_and_starting_adapters_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_config: str, gpu_config: str
 ) -> None:
-    """The experiments' recipe (steps.experiment_recipe) tells a CPU config from the GPU config that
-    includes it, and one model directory from another, so a GPU run never publishes the CPU numbers."""
-    import argparse
-
+    """steps.train_key tells a CPU config from the GPU config that includes it, one model directory from
+    another, one training split from another, GRPO's starting adapter from another, so a GPU run never
+    publishes the CPU numbers; where OUT lies is no part of it."""
     from embodied_r_training.rl.train_config import load_train_config
 
     steps = _load("steps", monkeypatch)
-    data = {}
-    for name, split in (("train_all", "train"), ("test_all", "test")):
-        data[name] = tmp_path / "data" / name
-        data[name].mkdir(parents=True)
-        (data[name] / f"{split}.jsonl").write_text('{"id": "q1"}\n')
     model, larger = tmp_path / "smollm2", tmp_path / "larger"
     for path, size in ((model, 64), (larger, 128)):
         path.mkdir()
         (path / "config.json").write_text(json.dumps({"hidden_size": size}))
-    args = argparse.Namespace(model=model, max_new_tokens=64, eval_dtype="float32", out=tmp_path)
+    adapters = []
+    for rank in (8, 16):
+        adapter = tmp_path / f"adapter{rank}"
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text(json.dumps({"r": rank, "base": str(tmp_path / "out")}))
+        (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+        adapters.append(adapter)
 
-    def recipe(config: str, model_dir: Path, **changes):
-        return steps.experiment_recipe(
-            argparse.Namespace(**{**vars(args), "model": model_dir, **changes}),
-            load_train_config(CONFIGS / config),
-            data,
-        )
+    def key(config: str, model_dir: Path, out: Path, rows=({"id": "q1"},), start=None, **overrides):
+        data = _data(out / "data", list(rows))
+        sets = [f"{k}={v}" for k, v in overrides.items()]
+        places = [f"data.path={data['train_all']}", f"output_dir={out / 'runs' / 'grpo_all'}"]
+        resolved = load_train_config(CONFIGS / config, [*places, *sets])
+        return steps.train_key(steps.Identities(out), resolved, data["train_all"], model_dir, start)
 
-    cpu = recipe(cpu_config, model)
-    assert recipe(cpu_config, model, out=tmp_path / "elsewhere") == cpu  # where results go: no part
-    assert recipe(gpu_config, model).differences(cpu.inputs) == ["config"]
-    assert recipe(cpu_config, larger).differences(cpu.inputs) == ["model"]
-    assert recipe(cpu_config, model, max_new_tokens=256).differences(cpu.inputs) == ["arguments"]
-    (data["test_all"] / "test.jsonl").write_text('{"id": "q2"}\n')
-    assert recipe(cpu_config, model).differences(cpu.inputs) == ["data"]
+    out = tmp_path / "out"
+    cpu = key(cpu_config, model, out)
+    assert cpu.why_not(key(cpu_config, model, tmp_path / "elsewhere").as_dict()) is None  # where: no part
+    assert cpu.why_not(key(gpu_config, model, out).as_dict()) == "made from another config"
+    assert cpu.why_not(key(cpu_config, larger, out).as_dict()) == "made from another model"
+    assert cpu.why_not(key(cpu_config, model, out, rows=[{"id": "q2"}]).as_dict()) == "made from another data"
+    with_start = key(cpu_config, model, out, start=adapters[0])
+    assert with_start.why_not(cpu.as_dict()) == "made from another start"
+    assert with_start.why_not(key(cpu_config, model, out, start=adapters[1]).as_dict()) == (
+        "made from another start"
+    )
 
 
-def test_where_the_checkout_and_out_lie_is_no_part_of_the_recipe(
+def test_an_evaluation_key_holds_its_data_system_and_settings_by_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Prepared data holds absolute bag paths and a resolved config its own path: the recipe writes both
-    relative to OUT and the checkout, so a clean checkout elsewhere restores the kept results, while a
-    row that names another bag still counts as other data."""
-    import argparse
-    import shutil
-
-    from embodied_r_training.rl.train_config import load_train_config
-
+    """steps.eval_key: the test split's rows (bag paths portable), the system's inputs and the eval flags;
+    a program's key holds its own code, not the generation backends'."""
     steps = _load("steps", monkeypatch)
-    model = tmp_path / "smollm2"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
 
-    def recipe(place: str, scene: str = "scene_0000"):
-        repo, out = tmp_path / place / "repo", tmp_path / place / "out"
-        if not repo.exists():
-            shutil.copytree(CONFIGS, repo / "training" / "configs")
-        monkeypatch.setattr(steps, "REPO", repo)
-        data = {}
-        for name, split in (("train_all", "train"), ("test_all", "test")):
-            data[name] = out / "data" / name
-            data[name].mkdir(parents=True, exist_ok=True)
-            row = {"id": "q1", "bag": str(out / "synth" / scene / "bag")}
-            (data[name] / f"{split}.jsonl").write_text(json.dumps(row) + "\n")
-        args = argparse.Namespace(model=model, max_new_tokens=256, out=out)
-        config = load_train_config(repo / "training" / "configs" / "reasoner_cpu.yaml")
-        return steps.experiment_recipe(args, config, data)
+    def key(out: Path, scene: str = "scene_0000", system=None, flags=("--dtype", "float32")):
+        data = _data(out / "data", [{"id": "q1", "bag": str(out / "synth" / scene / "bag")}])
+        system = system or {"name": "reasoner", "lm": "m1", "adapter": "a1"}
+        return steps.eval_key(steps.Identities(out), data["test_all"], system, list(flags))
 
-    here = recipe("here")
-    assert recipe("elsewhere") == here
-    assert recipe("elsewhere", scene="scene_0001").differences(here.inputs) == ["data"]
-
-
-def test_the_kept_record_names_the_code_a_stage_loaded_after_its_claim(experiment, tmp_path: Path) -> None:
-    """claim() records the code before the stage imports what it runs; record() adds it afterwards, and
-    keep() keeps that record (the computing process's), so a change to the stage's code invalidates it."""
-    module, repo = experiment
-    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    stage_code = repo / "stage.py"
-    stage_code.write_text("STEPS = 1\n")
-    subprocess.run([*git, "add", "stage.py"], check=True)
-    subprocess.run([*git, "commit", "-qm", "stage"], check=True)
-
-    target = out / "eval" / "grpo"
-    computing = module.KeptResults(root, out, config)
-    computing.claim(target)
-    assert "stage.py" not in json.loads((target / "provenance.json").read_text())["files"]
-    computing.extra_files.append(stage_code)  # stands for a module the stage imported while it ran
-    (target / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
-    computing.record(target)
-    assert "stage.py" in json.loads((target / "provenance.json").read_text())["files"]
-
-    # A later process that never loaded stage.py (a resumed run finding the result) keeps that record.
-    module.KeptResults(root, out, config).keep("eval", "grpo", {"metrics.json": target / "metrics.json"})
-    kept = json.loads((root / "eval" / "grpo" / "provenance.json").read_text())
-    assert "stage.py" in kept["files"] and "config.yaml" in kept["files"]
-    assert module.KeptResults(root, tmp_path / "fresh", config).restore("eval", "grpo", ("metrics.json",))
-
-    stage_code.write_text("STEPS = 2\n")  # the stage's code changes: neither result is this code's now
-    subprocess.run([*git, "commit", "-qam", "two steps"], check=True)
-    assert not module.KeptResults(root, tmp_path / "again", config).restore("eval", "grpo", ("metrics.json",))
-    assert not module.KeptResults(root, out, config).vouched(target)
-
-
-def test_a_result_made_at_an_earlier_commit_is_kept_by_a_later_run(experiment, tmp_path: Path) -> None:
-    """A resumed run at a later commit that changed files the result never loaded finds it valid and keeps
-    it: the files only the keeper loaded are no part of the result, so they never make it look stale."""
-    module, repo = experiment
-    out, root, config = tmp_path / "out", repo / "kept", repo / "config.yaml"
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    target = out / "eval" / "sft"
-    module.KeptResults(root, out, config).claim(target)
-    (target / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
-
-    other = repo / "other.py"  # a file the computing run did not load, added and then changed
-    for text in ("A = 1\n", "A = 2\n"):
-        other.write_text(text)
-        subprocess.run([*git, "add", "other.py"], check=True)
-        subprocess.run([*git, "commit", "-qm", text], check=True)
-    keeper = module.KeptResults(root, out, config)
-    keeper.extra_files.append(other)
-    assert keeper.vouched(target)
-    keeper.keep("eval", "sft", {"metrics.json": target / "metrics.json"})
-    assert module.KeptResults(root, tmp_path / "fresh", config).restore("eval", "sft", ("metrics.json",))
+    here = key(tmp_path / "here")
+    assert here.why_not(key(tmp_path / "elsewhere").as_dict()) is None
+    assert here.why_not(key(tmp_path / "here", scene="scene_0001").as_dict()) == "made from another data"
+    other = {"name": "reasoner", "lm": "m1", "adapter": "a2"}
+    assert here.why_not(key(tmp_path / "here", system=other).as_dict()) == "made from another system"
+    assert here.why_not(key(tmp_path / "here", flags=("--dtype", "bfloat16")).as_dict()) == (
+        "made from another settings"
+    )
+    oracle = key(tmp_path / "here", system={"name": "oracle"})
+    _, where = steps.code_identity(steps.EVALUATOR_CODE + steps.SYSTEM_CODE["oracle"])
+    assert set(oracle.code) == set(where) and "TransformersBackend" in here.code
+    assert "TransformersBackend" not in oracle.code

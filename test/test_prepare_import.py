@@ -101,3 +101,23 @@ def test_urbanvideo_layout_parses_choices_from_the_question(tmp_path: Path) -> N
     assert second.question == "Can I still reach the roof if I turn left?"
     assert second.options == ("Yes, by the stairs", "No", "Only by flying") and second.answer == "C"
     assert second.bag == "flight_8/bag" and second.task == "Counterfactual"
+
+
+def test_choices_past_h_import_like_the_first_eight(tmp_path: Path) -> None:
+    """Every option letter the reasoner reads (26) is read from a benchmark too, not only A-H."""
+    from embodied_r_training.data.import_video import read_urbanvideo
+
+    from embodied_r_ros.reasoning.options import OPTION_LETTERS
+
+    texts = [f"place {i}" for i in range(10)]
+    inline = "Where did I land? " + " ".join(f"{OPTION_LETTERS[i]}. {t}" for i, t in enumerate(texts))
+    lines = "Where did I start?\n" + "\n".join(f"{OPTION_LETTERS[i]}) {t}" for i, t in enumerate(texts))
+    root = tmp_path / "urban"
+    root.mkdir()
+    pd.DataFrame({
+        "Question_id": [0, 1], "video_id": ["a.mp4", "b.mp4"], "question_category": ["Landmark", "Landmark"],
+        "question": [inline, lines], "answer": ["J", "I."],
+    }).to_parquet(root / "MCQ.parquet")  # fmt: skip
+    first, second = read_urbanvideo(root)
+    assert first.question == "Where did I land?" and first.options == tuple(texts) and first.answer == "J"
+    assert second.question == "Where did I start?" and second.options == tuple(texts) and second.answer == "I"

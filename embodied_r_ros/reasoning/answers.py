@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .options import OPTION_LETTERS
+from .options import LETTER, LETTER_ANY_CASE, OPTION_LETTERS
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -117,22 +117,23 @@ def _is_well_formed(text: str, answer: str) -> bool:
 
 # "A. chair", "(A) chair", "A) chair", "A: chair", "[A] chair"; upper case only, so a plain option text
 # that starts with a word ("A chair") is not taken for a prefix.
-_OPTION_PREFIX = re.compile(r"\s*[\(\[]?([A-Z])\s*[\.\):\]]\s*(.*)", re.DOTALL)
+_OPTION_PREFIX = re.compile(r"\s*[\(\[]?(" + LETTER + r")\s*[\.\):\]]\s*(.*)", re.DOTALL)
 # Characters that may surround a bare letter answer: "(B)", "B.", "**B**", "'b'", "[B]:".
 _LETTER_DECORATION = re.compile(r"[\s()\[\]{}*_`\"'“”‘’.,:;!]+")
 # The answer opens with a delimited letter: "B) left", "(B) left", "B. left", "B: left", "[B] left".
 _LEADING_LETTER = re.compile(
-    r"\s*+(?:[\(\[]\s*+([A-Za-z])\s*+[\)\]]|([A-Za-z])\s*+\)|([A-Z])\s*+[.:](?![A-Za-z]))"
+    r"\s*+(?:[\(\[]\s*+(" + LETTER_ANY_CASE + r")\s*+[\)\]]|(" + LETTER_ANY_CASE + r")\s*+\)|(" + LETTER
+    + r")\s*+[.:](?![A-Za-z]))"
 )
 # Explicit markers anywhere: "Option B", "choice (c)", "the answer is B", "Answer: (B)", "(B)".
 # Possessive quantifiers (*+, ++) keep runs of whitespace from being re-split: linear on any input.
 _EXPLICIT_LETTER = re.compile(
-    r"(?i:\b(?:option|choice)\b)\s*+(?:[:#]\s*+)?(?:[\(\[]\s*+)?([A-Za-z])(?![\w'’])"
-    r"|(?i:\banswer\b)(?:\s++(?i:is)\b)?\s*+(?:[:=]\s*+)?(?:(?i:option)\s*+)?(?:[\(\[]\s*+)?([A-Z])(?![\w'’])"
-    r"|\(\s*+([A-Z])\s*+\)"
+    r"(?i:\b(?:option|choice)\b)\s*+(?:[:#]\s*+)?(?:[\(\[]\s*+)?(" + LETTER_ANY_CASE + r")(?![\w'’])"
+    r"|(?i:\banswer\b)(?:\s++(?i:is)\b)?\s*+(?:[:=]\s*+)?(?:(?i:option)\s*+)?(?:[\(\[]\s*+)?(" + LETTER
+    + r")(?![\w'’])|\(\s*+(" + LETTER + r")\s*+\)"
 )
 # A standalone capital letter: not part of a word, a contraction ("I'm") or a number.
-_STANDALONE_LETTER = re.compile(r"(?<![\w'’])([A-Z])(?![\w'’])")
+_STANDALONE_LETTER = re.compile(r"(?<![\w'’])(" + LETTER + r")(?![\w'’])")
 # "A" and "I" are also English words: followed by a lower-case word they read as "A chair", "I think".
 # Words that follow a choice letter as often as an article ("A and B", "A is closer") do not count.
 _WORD_LIKE_LETTER = re.compile(

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The letters as a regex character class, for every pattern that finds an option letter in text ("[A-Z]";
+# a range, since the letters run on without a gap in ASCII). LETTER_ANY_CASE also takes "b" for B.
+_FIRST, _LAST = OPTION_LETTERS[0], OPTION_LETTERS[-1]
+LETTER = f"[{_FIRST}-{_LAST}]"
+LETTER_ANY_CASE = f"[{_FIRST}-{_LAST}{_FIRST.lower()}-{_LAST.lower()}]"
 
 
 def option_letter(index: int) -> str:

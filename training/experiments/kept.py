@@ -1,37 +1,36 @@
-"""Results kept across machines and sessions, keyed by everything that made them.
+"""Results kept across machines and sessions, keyed by what they are made of.
 
 On 2 CPU cores an experiment takes longer than one working session on a fresh machine, so each finished
-evaluation (metrics, predictions) and each training run's log is copied into a committed folder (``root``,
-e.g. ``results/smollm2``) with a ``provenance.json`` that says what made it:
+stage (an evaluation's metrics and predictions, a training run's adapter or log) is copied into a committed
+folder (``root``, e.g. ``results/reasoner``) with a ``provenance.json`` that holds its :class:`StageKey`:
 
-- the code: the commit it ran from and the repository files the process that computed it had loaded once
-  it finished (every module of the project, the config, the script: :meth:`KeptResults.record`), plus
-  those of the process that kept it where that is sound; a result is valid only while ``git diff`` shows
-  none of them changed;
-- the recipe: a :class:`Recipe`, one identity per input besides the code (the config's resolved content,
-  the model's files, the data set's files, the script's arguments); a result is valid only for an equal
-  recipe, so another config, model, data set or argument never restores it. Identities are by content,
-  with the checkout and the OUT directory written as placeholders (:func:`portable`): where a checkout
-  lies is no part of a result, so a clean checkout anywhere restores what another one kept.
+- the stage's inputs by content (``inputs``: name -> identity): the prepared data files themselves (not
+  the code that wrote them), the stage's resolved config, the model's files, what the trainer is fed (the
+  SFT examples, traces included), the library versions; where the checkout and OUT lie is written as a
+  placeholder (:func:`portable`), so a clean checkout anywhere restores what another one kept;
+- the code of that stage alone (``code``): the trainer and its rewards, or the evaluator and the system's
+  generation, by what each definition computes (:mod:`stage_code`), not by file or commit.
 
-Results in the OUT directory carry the same record: one that other code or another recipe left there is
-moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept as this run's.
+A kept result is restored only for an equal key: a change that leaves a stage's inputs and code as they were
+(a refactor elsewhere, a module moved, a comment) leaves it valid; one that changes them invalidates it, and
+the log names what changed. Results in the OUT directory carry the same record: one that another key left
+there is moved aside (``NAME.stale-TIME``) and recomputed, never reused or kept as this run's.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from stage_code import code_changes
 
 logger = logging.getLogger(__name__)
 
@@ -88,100 +87,62 @@ def text_file_identity(path: Path, places: Mapping[str, str] | None = None) -> s
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """What made a result besides the code: input name -> identity (a hash, or a short value)."""
+class StageKey:
+    """What one stage's result is made of: its inputs (name -> identity) and its code (definition name ->
+    identities, :func:`stage_code.code_identity`). ``where`` (definition name -> the modules that hold it
+    now) only makes messages readable; it is no part of the key."""
 
     inputs: Mapping[str, str] = field(default_factory=dict)
+    code: Mapping[str, list[str]] = field(default_factory=dict)
+    where: Mapping[str, str] = field(default_factory=dict, compare=False)
 
-    def with_inputs(self, **more: str) -> Recipe:
-        """This recipe plus more inputs (e.g. the eval set of one evaluation)."""
-        return Recipe({**self.inputs, **more})
+    def with_inputs(self, **more: str) -> StageKey:
+        """This key plus more inputs."""
+        return StageKey({**self.inputs, **more}, self.code, self.where)
 
-    def as_dict(self) -> dict[str, str]:
-        return dict(sorted(self.inputs.items()))
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "inputs": dict(sorted(self.inputs.items())),
+            "code": {n: list(d) for n, d in sorted(self.code.items())},
+        }
 
-    def differences(self, other: Mapping[str, str]) -> list[str]:
-        """The input names whose identity differs from ``other``'s (missing on either side included)."""
-        mine = self.as_dict()
-        return sorted(k for k in set(mine) | set(other) if mine.get(k) != other.get(k))
+    def why_not(self, recorded: Mapping[str, Any] | None) -> str | None:
+        """Why a result recorded with key ``recorded`` (:meth:`as_dict`) is not this key's, naming every input
+        and code definition that differs; None when it is."""
+        if not recorded or "inputs" not in recorded:
+            return "it has no key (made before results were keyed by content)"
+        reasons = []
+        inputs = dict(self.inputs)
+        differs = sorted(
+            k for k in set(inputs) | set(recorded["inputs"]) if inputs.get(k) != recorded["inputs"].get(k)
+        )
+        if differs:
+            reasons.append(f"made from another {', '.join(differs)}")
+        changed = code_changes(recorded.get("code", {}), self.code)
+        if changed:
+            named = [f"{n} ({self.where[n]})" if n in self.where else f"{n} (gone)" for n in changed[:12]]
+            more = f" and {len(changed) - 12} more" if len(changed) > 12 else ""
+            reasons.append(f"its code changed: {', '.join(named)}{more}")
+        return "; ".join(reasons) or None
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+def _head(repo: Path | None) -> str:
+    """The checkout's commit (a record for people; no part of any key), '' outside a git checkout."""
+    if repo is None:
+        return ""
+    found = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 class KeptResults:
-    """Finished evaluations and training logs kept in the repository with what made them (module docstring).
+    """Finished stages kept in the repository with the key of what made them (module docstring).
 
-    ``root`` None: nothing is kept or restored. ``recipe``: what made this run's results besides the code
-    (:meth:`with_recipe` gives the same store for another recipe). ``extra_files``: repository files the
-    results depend on beyond the loaded modules (the script, the config).
+    ``root`` None: nothing is kept or restored. ``out``: the experiment's OUT directory, where stages compute
+    (``OUT/KIND/NAME``). ``repo``: the checkout, whose commit each record names for people.
     """
 
-    def __init__(
-        self, repo: Path, root: Path | None, out: Path, recipe: Recipe, extra_files: Iterable[Path] = ()
-    ) -> None:
-        self.repo, self.root, self.out, self.recipe = Path(repo), root, out, recipe
-        self.extra_files = [Path(p) for p in extra_files]
-        head = _git(self.repo, "rev-parse", "HEAD")
-        self.commit = head.stdout.strip() if head.returncode == 0 else ""
-        status = _git(self.repo, "status", "--porcelain", "--untracked-files=all")
-        # Files that differ from the commit when this process started: results that depend on them are
-        # not kept (nobody could tell later which code made them).
-        lines = status.stdout.splitlines() if status.returncode == 0 else None
-        self.dirty = None if lines is None else {line[3:].strip() for line in lines}
-
-    def with_recipe(self, recipe: Recipe) -> KeptResults:
-        """The same store, for results made from ``recipe``."""
-        other = copy.copy(self)
-        other.recipe = recipe
-        return other
-
-    def _depends_on(self) -> list[str]:
-        """Repository files this process's results depend on: the project's loaded modules and extra_files."""
-        files = {p.resolve() for p in self.extra_files}
-        for module in list(sys.modules.values()):
-            name = getattr(module, "__name__", "")
-            path = getattr(module, "__file__", None)
-            if path and name.split(".")[0] in ("embodied_r_ros", "embodied_r_training"):
-                files.add(Path(path).resolve())  # the colcon install holds symlinks into the repository
-        repo = self.repo.resolve()
-        return sorted(str(p.relative_to(repo)) for p in files if p.is_relative_to(repo))
-
-    def _provenance(self) -> dict[str, Any] | None:
-        """This process's record: its commit and the files it has loaded by now; None when nothing is kept
-        (``root`` None, not a git checkout, or some of those files differ from the commit)."""
-        if self.root is None or not self.commit or self.dirty is None:
-            return None
-        files = self._depends_on()
-        changed = sorted(set(files) & self.dirty)
-        if changed:
-            logger.warning("not keeping results: %s differ from commit %s (commit them first)", changed,
-                           self.commit[:10])  # fmt: skip
-            return None
-        return {
-            "commit": self.commit,
-            "files": files,
-            "recipe": self.recipe.as_dict(),
-            "kept": time.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-
-    def _with_my_files(self, provenance: dict[str, Any]) -> dict[str, Any] | None:
-        """``provenance`` (a result's, written by the process that computed it) with the files this process
-        has loaded added to its list, under this process's commit; None when nothing is kept. Only where
-        that is sound: the result's files are the same text at both commits (the same commit, or a later
-        one that changed none of them). Otherwise the result's own record: this process's other files, some
-        changed since, made no part of it, and adding them would make a valid result look stale."""
-        mine = self._provenance()
-        if mine is None:
-            return None
-        theirs = provenance.get("files", [])
-        if provenance["commit"] != mine["commit"]:
-            same = _git(self.repo, "diff", "--quiet", provenance["commit"], mine["commit"], "--", *theirs)
-            if same.returncode != 0:
-                return {**provenance, "kept": mine["kept"]}
-        return {**provenance, "commit": mine["commit"], "files": sorted(set(theirs) | set(mine["files"])),
-                "kept": mine["kept"]}  # fmt: skip
+    def __init__(self, root: Path | None, out: Path, repo: Path | None = None) -> None:
+        self.root, self.out, self.commit = root, Path(out), _head(repo)
 
     @staticmethod
     def _read(directory: Path) -> dict[str, Any] | None:
@@ -190,101 +151,81 @@ class KeptResults:
         except (OSError, ValueError):
             return None
 
-    def _why_invalid(self, directory: Path) -> str | None:
-        """Why the result in ``directory`` (kept or in OUT) is not this code's and recipe's; None if it is."""
+    def why_invalid(self, directory: Path, key: StageKey) -> str | None:
+        """Why the result in ``directory`` (kept or in OUT) is not ``key``'s; None if it is."""
         provenance = self._read(directory)
-        return "no provenance" if provenance is None else self._why_not(provenance)
+        return "no provenance" if provenance is None else key.why_not(provenance.get("key"))
 
-    def _why_not(self, provenance: Mapping[str, Any]) -> str | None:
-        """Why a result with ``provenance`` is not this code's and recipe's; None if it is."""
-        differs = self.recipe.differences(provenance.get("recipe", {}))
-        if differs:
-            return f"made from another {', '.join(differs)}"
-        diff = _git(self.repo, "diff", "--quiet", provenance["commit"], "--", *provenance["files"])
-        if diff.returncode != 0:
-            return f"the code changed since {provenance['commit'][:10]} (or that commit is unknown here)"
-        return None
+    def _record(self, key: StageKey) -> dict[str, Any]:
+        return {"key": key.as_dict(), "commit": self.commit, "kept": time.strftime("%Y-%m-%d %H:%M:%S")}
 
-    def _set_aside(self, target: Path) -> None:
-        """Move an OUT directory another run made aside, so that it is neither reused nor kept as this run's
+    def _set_aside(self, target: Path, key: StageKey) -> None:
+        """Move an OUT directory another key made aside, so that it is neither reused nor kept as this run's
         result; nothing is deleted."""
         if self.root is None or not target.exists():
             return
-        why = self._why_invalid(target)
+        why = self.why_invalid(target, key)
         if why is None:
             return
         aside = target.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
         logger.warning("%s is not this run's (%s): moved to %s", target, why, aside)
         target.rename(aside)
 
-    def claim(self, target: Path) -> None:
-        """Before a stage computes into the OUT directory ``target``: set aside what another run left there
-        and record this code and recipe in it, so that a result found there later (a resumed run) is reused
-        and kept only when this run made it. Does nothing when results are not kept (``root`` None, or
-        uncommitted changes to the code: then OUT is reused as it is)."""
-        provenance = self._provenance()
-        if provenance is None:
+    def claim(self, target: Path, key: StageKey) -> None:
+        """Before a stage computes into the OUT directory ``target``: set aside what another key left there
+        and record ``key`` in it, so that a result found there later (a resumed run) is reused and kept only
+        when this key made it. Does nothing when results are not kept (``root`` None: OUT is reused as is)."""
+        if self.root is None:
             return
-        self._set_aside(target)
+        self._set_aside(target, key)
         target.mkdir(parents=True, exist_ok=True)
         if not (target / PROVENANCE).is_file():
-            (target / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
+            (target / PROVENANCE).write_text(json.dumps(self._record(key), indent=1) + "\n", encoding="utf-8")
 
-    def record(self, target: Path) -> None:
-        """After a stage computed into the OUT directory ``target`` in this process: add the files this
-        process has loaded by now to the provenance :meth:`claim` wrote before the stage imported the code
-        it ran, so that a later run reuses or keeps the result only while all of that code is unchanged."""
-        provenance = self._read(target)
-        if provenance is None or self._why_not(provenance) is not None:
-            return
-        recorded = self._with_my_files(provenance)
-        if recorded is not None:
-            (target / PROVENANCE).write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+    def vouched(self, target: Path, key: StageKey) -> bool:
+        """Whether the OUT directory ``target`` holds ``key``'s result (always, when nothing is kept)."""
+        return self.root is None or self.why_invalid(target, key) is None
 
-    def vouched(self, target: Path) -> bool:
-        """Whether the OUT directory ``target`` holds this run's results (always, when nothing is kept)."""
-        return self._provenance() is None or self._why_invalid(target) is None
-
-    def restore(self, kind: str, name: str, files: tuple[str, ...]) -> bool:
-        """Copy a kept result (``kind`` eval or runs) made by this code from this recipe into OUT; True when
-        it was restored."""
+    def restore(self, kind: str, name: str, key: StageKey, files: tuple[str, ...]) -> bool:
+        """Copy the kept result ``kind/name`` made with ``key`` into OUT; True when it was restored. A kept
+        result of another key is left alone, and the log says what changed."""
         if self.root is None:
             return False
         kept, target = self.root / kind / name, self.out / kind / name
         if not all((kept / f).is_file() for f in files):
             return False
-        why = self._why_invalid(kept)
+        why = self.why_invalid(kept, key)
         if why is not None:
-            logger.info("not restoring %s: %s", kept, why)
+            logger.warning("kept %s is not valid for this run, recomputing it: %s", kept, why)
             return False
-        self._set_aside(target)  # an older result in OUT must not shadow the kept one
+        self._set_aside(target, key)  # an older result in OUT must not shadow the kept one
         target.mkdir(parents=True, exist_ok=True)
         for f in (*files, PROVENANCE):
             if not (target / f).is_file():
                 shutil.copyfile(kept / f, target / f)
         return True
 
-    def keep(self, kind: str, name: str, files: dict[str, Path]) -> None:
-        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with provenance.
+    def keep(self, kind: str, name: str, key: StageKey, files: dict[str, Path]) -> None:
+        """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with their provenance.
 
-        Only results this run made: their OUT directory (``OUT/kind/name``) must carry a valid provenance
-        (:meth:`claim` or :meth:`restore` wrote it). The kept provenance is that one (the computing
-        process's files) plus, where sound, the files this process loaded (:meth:`_with_my_files`): it
-        names the code that made the result, not merely the code that copied it."""
+        Only results this run made: their OUT directory (``OUT/kind/name``) must carry ``key`` (:meth:`claim`
+        or :meth:`restore` wrote it), so nothing is ever kept under a key that did not make it."""
         if self.root is None or not all(p.is_file() for p in files.values()):
             return
         source_dir = self.out / kind / name
-        made = self._read(source_dir)
-        if made is None or self._why_not(made) is not None:
-            logger.warning("not keeping %s: nothing there says this run made it", source_dir)
+        why = self.why_invalid(source_dir, key)
+        if why is not None:
+            logger.warning("not keeping %s: nothing there says this key made it (%s)", source_dir, why)
             return
         kept = self.root / kind / name
-        if self._why_invalid(kept) is None:
-            return  # kept already (restored, or kept by an earlier run of the same code and recipe)
-        provenance = self._with_my_files(made)
-        if provenance is None:
-            return
+        if self.why_invalid(kept, key) is None and all((kept / f).is_file() for f in files):
+            return  # kept already (restored, or kept by an earlier run with the same key)
         kept.mkdir(parents=True, exist_ok=True)
         for f, source in files.items():
             shutil.copyfile(source, kept / f)
-        (kept / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
+        made = self._read(source_dir) or {}
+        record = {
+            **self._record(key),
+            "commit": made.get("commit", self.commit),
+        }  # the commit that computed it
+        (kept / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

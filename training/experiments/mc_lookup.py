@@ -26,7 +26,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-LETTERS = "ABCD"
+from embodied_r_ros.reasoning.options import OPTION_LETTERS
+
+LETTERS = OPTION_LETTERS[:4]  # the probe's four options
 THINK = re.compile(r"<think>(.*?)</think>", re.S)
 
 

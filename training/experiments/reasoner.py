@@ -22,14 +22,15 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    GRPO model without the descriptions), ``sft`` and ``grpo``; ``embodied-r compare`` makes the table with
    95 % bootstrap intervals and paired differences against SFT and options-only.
 
-Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood.{md,json}``, the GRPO curves,
-``OUT/summary.json``; copies the figures to ``--figures`` (docs/figures/reasoner_*.png).
+Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood_blind.{md,json}`` (:mod:`ood_table`),
+the GRPO curves, ``OUT/summary.json``; copies the figures to ``--figures`` (docs/figures/reasoner_*.png).
 
 Kept across machines in ``--results`` (default ``results/reasoner``, committed) by :mod:`kept`: each
 evaluation, the GRPO logs, and the trained adapters (``models/``: a few MB each, so the demo and a later
-session start from them), each with its provenance: the code it ran from and its recipe (the resolved
-config, the base model's files, the data sets, the arguments). A kept result is restored only for an equal
-recipe and unchanged code.
+session start from them), each keyed by what it is made of (:mod:`steps`: the prepared data files, the
+resolved config, the base model and adapters by content, the SFT examples, the library versions, and the
+code of that stage alone). A kept result is restored only for an equal key; when one is not, the log says
+which input or code definition changed, and the stage runs again.
 """
 
 from __future__ import annotations
@@ -39,17 +40,28 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from kept import KeptResults
-from steps import Stages, cli, evaluate, experiment_recipe, grpo_log, join_sets, restorable
+from kept import KeptResults, StageKey, tree_identity
+from ood_table import markdown as ood_markdown
+from ood_table import ood_rows
+from steps import (
+    KEPT_ADAPTER_FILES,
+    Identities,
+    Stages,
+    System,
+    cli,
+    evaluate,
+    grpo_log,
+    join_sets,
+    train_key,
+)
 
 logger = logging.getLogger("reasoner")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
-KEPT_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 ENVS = ("indoor", "outdoor")
 # Scene sets: (role, environment) -> synth seed; no other experiment uses these seeds.
 SEEDS = {
@@ -132,115 +144,116 @@ def merge_adapter(base: Path, adapter: Path, out: Path) -> None:
     AutoTokenizer.from_pretrained(base).save_pretrained(out)
 
 
-def trained_adapter(
-    out: Path, stages: Stages, kept: KeptResults, name: str, run_dir: Path, config: Any
-) -> Path:
-    """The LoRA adapter of run ``name`` in ``OUT/models/NAME``: restored when kept, else trained (resumed
-    from its checkpoints) as ``config`` says and kept."""
-    from embodied_r_training.rl.train import NODE_PARAMS, train
+class Runs:
+    """The trained adapters of the experiment: SFT on traces, then GRPO from it, per training set ``env``
+    (all, indoor, outdoor); each restored when kept with its key, else trained (resumed from its
+    checkpoints) and kept."""
 
-    target = out / "models" / name
-    if kept.restore("models", name, KEPT_ADAPTER_FILES):
-        return target
-    kept.claim(run_dir)
-    stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train(config, resume=True))
-    kept.claim(target)
-    target.mkdir(parents=True, exist_ok=True)
-    for f in KEPT_ADAPTER_FILES:
-        shutil.copyfile(run_dir / "final" / f, target / f)
-    kept.keep("models", name, {f: target / f for f in KEPT_ADAPTER_FILES})
-    return target
+    def __init__(self, out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages,
+                 kept: KeptResults, ids: Identities) -> None:  # fmt: skip
+        self.out, self.args, self.data, self.stages, self.kept, self.ids = out, args, data, stages, kept, ids
+        self.found: dict[tuple[str, str], Path] = {}
 
+    def config(self, env: str, method: str) -> Any:
+        from embodied_r_training.rl.train_config import load_train_config
 
-def train_pair(
-    out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages, kept: KeptResults, env: str,
-    needed: dict[str, bool],
-) -> dict[str, Path]:  # fmt: skip
-    """SFT on traces, then GRPO from it, on the training set ``env`` (all, indoor, outdoor); returns the
-    adapters (``sft``, ``grpo``) and the merged SFT model (``merged``, GRPO's base). A run whose
-    evaluations were all restored (``needed[method]`` False) is neither trained nor restored."""
-    from embodied_r_training.rl.train_config import load_train_config
-
-    sft_dir, grpo_dir = out / "runs" / f"sft_{env}", out / "runs" / f"grpo_{env}"
-    merged = sft_dir / "merged"
-    common = [f"data.path={data[f'train_{env}']}"]
-    found = {"sft": out / "models" / f"sft_{env}", "grpo": out / "models" / f"grpo_{env}", "merged": merged}
-    if needed["sft"] or needed["grpo"]:  # GRPO starts from the SFT model
-        config = load_train_config(
-            args.config, [*common, f"output_dir={sft_dir}", f"model={args.model}", "method=sft"]
+        run_dir = self.out / "runs" / f"{method}_{env}"
+        common = [f"data.path={self.data[f'train_{env}']}", f"output_dir={run_dir}"]
+        if method == "sft":
+            return load_train_config(self.args.config, [*common, f"model={self.args.model}", "method=sft"])
+        return load_train_config(
+            self.args.config, [*common, f"model={self.merged_dir(env)}", "warm_start.steps=0"]
         )
-        sft = trained_adapter(out, stages, kept, f"sft_{env}", sft_dir, config)
-        stages.run(f"merge sft_{env}", merged / "config.json", lambda: merge_adapter(args.model, sft, merged))
-    if needed["grpo"]:
-        overrides = [*common, f"output_dir={grpo_dir}", f"model={merged}", "warm_start.steps=0"]
-        config = load_train_config(args.config, overrides)
-        trained_adapter(out, stages, kept, f"grpo_{env}", grpo_dir, config)
-    return found
+
+    def key(self, env: str, method: str) -> StageKey:
+        """The key of run ``METHOD_ENV`` (GRPO's holds the SFT adapter it starts from)."""
+        start = self.adapter(env, "sft") if method == "grpo" else None
+        return train_key(
+            self.ids, self.config(env, method), self.data[f"train_{env}"], self.args.model, start
+        )
+
+    def adapter(self, env: str, method: str) -> Path:
+        """The LoRA adapter of run ``METHOD_ENV`` in ``OUT/models/METHOD_ENV``: restored, or trained."""
+        from embodied_r_training.rl.train import NODE_PARAMS, train
+
+        if (env, method) in self.found:
+            return self.found[(env, method)]
+        name, key = f"{method}_{env}", self.key(env, method)
+        target, run_dir = self.out / "models" / name, self.out / "runs" / name
+        if not self.kept.restore("models", name, key, KEPT_ADAPTER_FILES):
+            self.kept.claim(run_dir, key)  # sets aside a run another key left, so it never resumes from it
+            if method == "grpo":
+                self.merged(env)
+            config = self.config(env, method)
+            self.stages.run(
+                f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train(config, resume=True)
+            )
+            self.kept.claim(target, key)
+            for f in KEPT_ADAPTER_FILES:
+                shutil.copyfile(run_dir / "final" / f, target / f)
+            self.kept.keep("models", name, key, {f: target / f for f in KEPT_ADAPTER_FILES})
+        self.found[(env, method)] = target
+        return target
+
+    def merged_dir(self, env: str) -> Path:
+        return self.out / "runs" / f"sft_{env}" / "merged"
+
+    def merged(self, env: str) -> Path:
+        """The SFT adapter of ``env`` merged into the base model (GRPO's starting point), made when needed."""
+        merged, adapter = self.merged_dir(env), self.adapter(env, "sft")
+        key = StageKey({"model": tree_identity(self.args.model), "adapter": self.ids.adapter(adapter)})
+        self.kept.claim(merged, key)  # a model merged from another adapter is set aside
+        self.stages.run(f"merge sft_{env}", merged / "config.json",
+                        lambda: merge_adapter(self.args.model, adapter, merged))  # fmt: skip
+        return merged
+
+    def lm(self, env: str, method: str) -> tuple[list[str], dict[str, str]]:
+        """The eval arguments of trained model ``METHOD_ENV`` and its inputs by content."""
+        adapter = self.adapter(env, method)
+        inputs = {"lm": tree_identity(self.args.model), "adapter": self.ids.adapter(adapter)}
+        if method == "sft":
+            return ["--lm", str(self.args.model), "--adapter", str(adapter)], inputs
+        inputs["start"] = self.ids.adapter(self.adapter(env, "sft"))
+        return ["--lm", str(self.merged_dir(env)), "--adapter", str(adapter)], inputs
 
 
 # ----------------------------------------------------------------------------------------------------
 # Evaluation
 
 
-def systems(args: argparse.Namespace, runs: dict[str, Path], blind: bool) -> dict[str, list[str]]:
-    """The eval arguments of each system; ``blind`` adds the programs and the untrained/blind LMs."""
-    found = {
-        "sft": ["--lm", str(args.model), "--adapter", str(runs["sft"])],
-        "grpo": ["--lm", str(runs["merged"]), "--adapter", str(runs["grpo"])],
+def trained_system(runs: Runs, env: str, method: str, name: str = "reasoner") -> System:
+    """A trained model as an ``embodied-r eval`` system (``name``: reasoner or question-only)."""
+    arguments, inputs = runs.lm(env, method)
+    needs = (lambda: runs.merged(env)) if method == "grpo" else None
+    return System(name, [*(["--system", name] if name != "reasoner" else []), *arguments], inputs, needs)
+
+
+def main_systems(
+    args: argparse.Namespace, runs: Runs, ids: Identities, data: dict[str, Path]
+) -> dict[str, Callable[[], System]]:
+    """The systems of the main table, each made when asked for, in the order they are evaluated: what
+    needs no training first, then SFT, then GRPO, so the first rows are ready (and kept) soonest."""
+    calibration = args.out.resolve() / "data" / "train_all"
+    options_only = ["--system", "options-only", "--calibration", str(calibration)]
+    return {
+        "oracle": lambda: System("oracle", ["--system", "oracle"], {}),
+        "options_only": lambda: System(
+            "options-only", options_only, {"calibration": ids.split(data["train_all"], "train")}
+        ),  # fmt: skip
+        "chance": lambda: System("chance", ["--system", "chance"], {}),
+        "untrained": lambda: System(
+            "untrained", ["--system", "untrained", "--lm", str(args.model)], {"lm": tree_identity(args.model)}
+        ),  # fmt: skip
+        "sft": lambda: trained_system(runs, "all", "sft"),
+        "grpo": lambda: trained_system(runs, "all", "grpo"),
+        "question_only": lambda: trained_system(runs, "all", "grpo", "question-only"),
     }
-    if blind:
-        found = {
-            "oracle": ["--system", "oracle"],
-            "options_only": [
-                "--system",
-                "options-only",
-                "--calibration",
-                str(args.out.resolve() / "data" / "train_all"),
-            ],
-            "chance": ["--system", "chance"],
-            "untrained": ["--system", "untrained", "--lm", str(args.model)],
-            "question_only": ["--system", "question-only", *found["grpo"]],
-            **found,
-        }
-    return found
 
 
 def eval_flags(args: argparse.Namespace) -> list[str]:
     """The ``embodied-r eval`` flags every system here is evaluated with (greedy, float32 on the CPU)."""
     flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
     return [*flags, str(args.eval_batch), "--no-progress", "--dtype", "float32"]
-
-
-def ood_table(results: dict[tuple[str, str, str], Path], out: Path) -> dict[str, Any]:
-    """In- vs out-of-distribution accuracy of SFT and GRPO-from-SFT, with bootstrap intervals."""
-    from embodied_r_training.eval.compare import load_run, percent_with_ci
-    from embodied_r_training.eval.stats import bootstrap_ci
-
-    rows = []
-    for (method, train_env, test_env), path in sorted(results.items()):
-        run = load_run(str(path))
-        cells = {}
-        for form in ("mc", "numeric"):
-            interval = bootstrap_ci([p["score"] for p in run.predictions.values() if p["form"] == form])
-            cells[form] = interval.as_dict() if interval else None
-        rows.append({"method": method, "train": train_env, "test": test_env, **cells})
-    lines = [
-        "| method | trained on | MC, same env (ID) | MC, other env (OOD) | MRA, ID | MRA, OOD |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for method in ("sft", "grpo"):
-        for env in ENVS:
-            cell = {r["test"] == env: r for r in rows if r["method"] == method and r["train"] == env}
-            if len(cell) == 2:
-                values = [
-                    percent_with_ci(cell[same][form]) for form in ("mc", "numeric") for same in (True, False)
-                ]
-                lines.append(f"| {LABELS[method]} | {env} | " + " | ".join(values) + " |")
-    table = {"rows": rows, "markdown": "\n".join(lines) + "\n"}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ood.json").write_text(json.dumps(table, indent=1) + "\n")
-    (out / "ood.md").write_text(table["markdown"])
-    return table
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -301,48 +314,42 @@ def main() -> int:
     if parts == {"data"}:
         return 0
     root = None if args.no_keep else args.results.resolve()
-    kept = KeptResults(REPO, root, out, experiment_recipe(args, config, data), [Path(__file__), args.config])
+    kept, ids, flags = KeptResults(root, out, REPO), Identities(out), eval_flags(args)
+    runs = Runs(out, args, data, stages, kept, ids)
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "main" in parts:
-        # SFT and what needs no training first, then GRPO: the first rows are ready (and kept) soonest.
-        restored = restorable(kept, list(LABELS))
-        late = ("grpo", "question_only")
-        needed = {"sft": not {"sft", *late} <= restored, "grpo": not set(late) <= restored}
-        evals = {}
-        for pass_, methods in ((0, {"sft": needed["sft"], "grpo": False}), (1, needed)):
-            runs = train_pair(out, args, data, stages, kept, "all", methods)
-            for key, system in systems(args, runs, True).items():
-                if (key in late) == bool(pass_):
-                    evals[key] = evaluate(out, data["test_all"], key, system, eval_flags(args), stages, kept)
-        evals = {key: evals[key] for key in LABELS}
+        systems = main_systems(args, runs, ids, data)
+        evals = {
+            k: evaluate(out, data["test_all"], k, make(), flags, stages, kept, ids)
+            for k, make in systems.items()
+        }
         result = compare(
-            [load_run(f"{LABELS[k]}={p}") for k, p in evals.items()], [LABELS["sft"], LABELS["options_only"]]
+            [load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS], [LABELS["sft"], LABELS["options_only"]]
         )
         files = write_comparison(result, out / "tables" / "main")
         summary["tables"]["main"] = result
         args.figures.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(files[2], args.figures / "reasoner_main.png")
-        log = grpo_log(out, "grpo_all", kept)
-        for curve in plot_training_curves(log, out / "runs" / "grpo_all" / "plots") if log else []:
-            shutil.copyfile(curve, args.figures / f"reasoner_grpo_{curve.name}")
         print((out / "tables" / "main" / "comparison.md").read_text())
+    if "main" in parts or "ood" in parts:
+        for env in ("all", *ENVS) if "ood" in parts else ("all",):  # the GRPO curves of every run
+            log = grpo_log(out, f"grpo_{env}", kept, runs.key(env, "grpo"))
+            curves = plot_training_curves(log, out / "runs" / f"grpo_{env}" / "plots") if log else []
+            for curve in curves if env == "all" else []:
+                shutil.copyfile(curve, args.figures / f"reasoner_grpo_{curve.name}")
     if "ood" in parts:
-        names = {(k, tr, te): f"ood/{k}_{tr}_on_{te}" for k in ("sft", "grpo") for tr in ENVS for te in ENVS}
-        restored = restorable(kept, list(names.values()))
-        results = {}
         for train_env in ENVS:  # each pair is evaluated right after it trained, so its results are kept early
-            mine = {k: n for k, n in names.items() if k[1] == train_env}
-            needed = {
-                m: any(n not in restored for k, n in mine.items() if k[0] == m) for m in ("sft", "grpo")
-            }
-            runs = train_pair(out, args, data, stages, kept, train_env, needed)
-            for (method, _, test_env), name in mine.items():
-                system = systems(args, runs, False)[method]
-                results[(method, train_env, test_env)] = evaluate(
-                    out, data[f"test_{test_env}"], name, system, eval_flags(args), stages, kept
-                )
-        summary["tables"]["ood"] = ood_table(results, out / "tables")
-        print(summary["tables"]["ood"]["markdown"])
+            for method in ("sft", "grpo"):
+                for test_env in ENVS:
+                    name = f"ood/{method}_{train_env}_on_{test_env}"
+                    system = trained_system(runs, train_env, method)
+                    evaluate(out, data[f"test_{test_env}"], name, system, flags, stages, kept, ids)
+        rows = ood_rows(out)  # the OOD evaluations beside each test set's blind rows (ood_table.py)
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+        (out / "tables" / "ood_blind.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (out / "tables" / "ood_blind.md").write_text(ood_markdown(rows))
+        summary["tables"]["ood"] = rows
+        print(ood_markdown(rows))
     summary["times_s"] = stages.times
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(f"summary {out / 'summary.json'}; stage times (s): {stages.times}")

@@ -1,17 +1,20 @@
 """What the experiment scripts share: running ``embodied-r`` commands, resumable timed stages, joining
-prepared data sets, the recipe their results are kept by, and evaluations kept across machines."""
+prepared data sets, the key of each stage (its inputs by content and its own code), and evaluations kept
+across machines."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kept import KeptResults, Recipe, text_file_identity, tree_identity, value_identity
+from kept import KeptResults, StageKey, file_identity, text_file_identity, tree_identity, value_identity
+from stage_code import code_identity
 
 logger = logging.getLogger(__name__)
 
@@ -68,62 +71,200 @@ def join_sets(parts: dict[str, Path], split: str, out: Path) -> None:
 
 # What a kept evaluation holds.
 KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
-# Arguments that say where results go, not what they are (the config and the model enter by content).
-NOT_IN_RECIPE = ("out", "figures", "results", "no_keep", "parts", "config", "model")
+# What a kept training run holds: its LoRA adapter.
+KEPT_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+# The code of each stage alone, by module (stage_code.py identifies it by what it computes). What a stage
+# runs beyond these modules is plumbing whose effect the key holds otherwise: the config's and the command
+# line's parsing (the resolved config and the arguments are inputs), finding a model directory (its files
+# are an input), logging and plots. test/test_experiment_keep.py runs each stage under a profiler and checks
+# that every project function it executes lies in its modules or in that plumbing.
+TRAINER_CODE = (
+    "embodied_r_training.rl.train",
+    "embodied_r_training.rl.train_config",
+    "embodied_r_training.rl.warm_start",
+    "embodied_r_training.rl.rewards",
+    "embodied_r_training.rl.schedule",
+    "embodied_r_training.rl.staged_reward",
+    "embodied_r_training.rl.curriculum",
+    "embodied_r_training.rl.option_rotation",
+    "embodied_r_training.data.schema",
+    "embodied_r_ros.reasoning.answers",
+    "embodied_r_ros.reasoning.options",
+    "embodied_r_ros.reasoning.prompts",
+    "embodied_r_ros.backends.base",
+    "embodied_r_ros.backends.transformers_backend",
+    "embodied_r_ros.backends.segment_tokenizer",
+    "embodied_r_ros.backends.adapter_off",
+)
+# The evaluator (scoring, summaries) and, per system, what computes its answers.
+EVALUATOR_CODE = (
+    "embodied_r_training.eval.evaluate",
+    "embodied_r_training.eval.stats",
+    "embodied_r_training.rl.rewards",
+    "embodied_r_training.data.schema",
+    "embodied_r_ros.reasoning.answers",
+    "embodied_r_ros.reasoning.options",
+    "embodied_r_ros.reasoning.prompts",
+    "embodied_r_ros.reasoning.messages",
+)
+GENERATION_CODE = (
+    "embodied_r_ros.backends.base",
+    "embodied_r_ros.backends.transformers_backend",
+    "embodied_r_ros.backends.segment_tokenizer",
+    "embodied_r_ros.backends.adapter_off",
+)
+SYSTEM_CODE = {
+    "oracle": ("embodied_r_training.eval.oracle", "embodied_r_training.synth.questions"),
+    "options-only": ("embodied_r_training.eval.baselines",),
+    "chance": (),
+}
+# The libraries whose versions a result depends on.
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "tokenizers",
+    "safetensors",
+    "numpy",
+)
 
 
-def experiment_recipe(args: argparse.Namespace, config: Any, data: dict[str, Path]) -> Recipe:
-    """What every result of an experiment depends on besides the code: the resolved training ``config``,
-    the base model's files (``args.model``), the prepared data sets (``data``: name -> directory, its
-    train or test split by the name) and the other arguments."""
-    splits = {n: p / ("train.jsonl" if n.startswith("train") else "test.jsonl") for n, p in data.items()}
-    # Where the checkout and OUT lie is no part of it (the data's bag paths, the config's own path).
-    places = {str(Path(args.out).resolve()): "<out>", str(REPO): "<repo>"}
-    data_ids = {name: text_file_identity(path, places) for name, path in sorted(splits.items())}
-    return Recipe({
-        "config": value_identity(dataclasses.asdict(config), places),
-        "model": tree_identity(args.model),
-        "data": value_identity(data_ids),
-        "arguments": value_identity({k: v for k, v in vars(args).items() if k not in NOT_IN_RECIPE}),
-    })  # fmt: skip
+def stage_code(modules: tuple[str, ...]) -> StageKey:
+    """A key holding only the code of ``modules`` (add the inputs with :meth:`StageKey.with_inputs`)."""
+    identity, where = code_identity(modules)
+    return StageKey({}, identity, where)
+
+
+def libraries_identity() -> str:
+    """The Python version and the versions of :data:`LIBRARIES` installed here."""
+    import importlib.metadata
+    import platform
+
+    versions = {name: importlib.metadata.version(name) for name in LIBRARIES}
+    return value_identity({"python": ".".join(platform.python_version_tuple()[:2]), **versions})
+
+
+class Identities:
+    """Content identities of an experiment's inputs, with the checkout and OUT written as placeholders
+    (prepared data holds absolute bag paths, an adapter's config its base model's path)."""
+
+    def __init__(self, out: Path) -> None:
+        self.places = {str(Path(out).resolve()): "<out>", str(REPO): "<repo>"}
+
+    def split(self, data: Path, split: str) -> str:
+        """A prepared split by its rows (the JSON-lines file the parquet beside it was written from)."""
+        return text_file_identity(data / f"{split}.jsonl", self.places)
+
+    def adapter(self, adapter: Path) -> str:
+        """A LoRA adapter by its files (its config portable: it names the base model's folder)."""
+        return value_identity({
+            "config": text_file_identity(adapter / KEPT_ADAPTER_FILES[0], self.places),
+            "weights": file_identity(adapter / KEPT_ADAPTER_FILES[1]),
+        })  # fmt: skip
+
+    def config(self, config: Any) -> str:
+        """A resolved training config, without what enters by content (model, data, output folder)."""
+        values = dataclasses.asdict(config)
+        values.update(model="", output_dir="", base="")
+        values["data"]["path"] = ""
+        return value_identity(values, self.places)
+
+
+def sft_examples_identity(data: Path, config: Any) -> str:
+    """What SFT is fed: the (prompt, completion) rows :func:`warm_start_rows` makes of the training split
+    (with ``warm_start.answers: trace``, the oracle's traces), by content."""
+    from embodied_r_training.data.schema import read_split
+    from embodied_r_training.rl.warm_start import warm_start_rows
+
+    rows = warm_start_rows(read_split(data, config.data.train_split, ("prompt", "solution"), "SFT"),
+                           config.warm_start.answers, config.seed)  # fmt: skip
+    return value_identity([[r["prompt"], r["completion"]] for r in rows])
+
+
+def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path | None = None) -> StageKey:
+    """The key of one training run: ``config`` (resolved) on the training split of ``data`` from the base
+    ``model``, starting from the LoRA adapter ``start`` merged into it (GRPO after SFT) when given."""
+    key = stage_code(TRAINER_CODE).with_inputs(
+        config=ids.config(config),
+        data=ids.split(data, config.data.train_split),
+        model=tree_identity(model),
+        libraries=libraries_identity(),
+    )
+    if start is not None:
+        key = key.with_inputs(start=ids.adapter(start))
+    if config.method == "sft":
+        key = key.with_inputs(sft_examples=sft_examples_identity(data, config))
+    return key
+
+
+def eval_key(ids: Identities, dataset: Path, system: dict[str, Any], settings: list[str]) -> StageKey:
+    """The key of one evaluation of ``system`` on the test split of ``dataset``: ``system`` holds its
+    ``name`` (an ``--system`` of ``embodied-r eval``) and its inputs by content (models, adapters,
+    calibration data); ``settings``: the eval flags every system shares."""
+    name = system["name"]
+    modules = EVALUATOR_CODE + SYSTEM_CODE.get(name, GENERATION_CODE)
+    return stage_code(modules).with_inputs(
+        data=ids.split(dataset, "test"),
+        system=value_identity(system),
+        settings=value_identity(settings),
+        libraries=libraries_identity(),
+    )
+
+
+@dataclass(frozen=True)
+class System:
+    """One system as ``embodied-r eval`` runs it: ``name`` (its ``--system``), its ``arguments`` (paths
+    included), its ``inputs`` by content (models, adapters, calibration data: what the key holds instead of
+    the paths) and what must exist before it runs (``needs``, e.g. a merged model)."""
+
+    name: str
+    arguments: list[str]
+    inputs: dict[str, str]
+    needs: Callable[[], Any] | None = None
 
 
 def evaluate(
     out: Path,
     dataset: Path,
     name: str,
-    system: list[str],
+    system: System,
     flags: list[str],
     stages: Stages,
     kept: KeptResults,
+    ids: Identities,
 ) -> Path:
-    """``embodied-r eval DATASET --split test`` of one system (its arguments ``system``, the experiment's
-    shared ``flags``) into ``OUT/eval/NAME``: restored when kept, kept when new."""
+    """``embodied-r eval DATASET --split test`` of one system (the experiment's shared ``flags``) into
+    ``OUT/eval/NAME``: restored when kept with its key, computed and kept otherwise."""
     target = out / "eval" / name
-    command = ["eval", str(dataset), "--split", "test", "--out", str(target), *flags, *system]
-    if not kept.restore("eval", name, KEPT_EVAL_FILES):
-        kept.claim(target)
-    if stages.run(f"eval {name}", target / "metrics.json", lambda: cli(command)):
-        kept.record(target)  # the code the evaluation loaded, beyond what was loaded when it was claimed
-    kept.keep("eval", name, {f: target / f for f in KEPT_EVAL_FILES})
+    key = eval_key(ids, dataset, {"name": system.name, **system.inputs}, flags)
+    if kept.restore("eval", name, key, KEPT_EVAL_FILES):
+        return target
+    kept.claim(target, key)
+
+    def run() -> None:
+        if system.needs is not None:
+            system.needs()
+        cli(["eval", str(dataset), "--split", "test", "--out", str(target), *flags, *system.arguments])
+
+    stages.run(f"eval {name}", target / "metrics.json", run)
+    kept.keep("eval", name, key, {f: target / f for f in KEPT_EVAL_FILES})
     return target
 
 
-def restorable(kept: KeptResults, names: list[str]) -> set[str]:
-    """The evaluations among ``names`` that are kept and valid (restored into OUT on the way)."""
-    return {name for name in names if kept.restore("eval", name, KEPT_EVAL_FILES)}
-
-
-def grpo_log(out: Path, name: str, kept: KeptResults) -> list[dict[str, Any]]:
-    """GRPO run ``name``'s log history: kept (``log_history.json``), or read from its checkpoints in
-    ``OUT/runs/NAME`` (then kept); [] when neither is there."""
+def grpo_log(out: Path, name: str, kept: KeptResults, key: StageKey) -> list[dict[str, Any]]:
+    """GRPO run ``name``'s log history (``key``: the run's): kept (``log_history.json``), or read from its
+    checkpoints in ``OUT/runs/NAME`` (then kept); [] when neither is there."""
     from embodied_r_training.eval.plots import load_log_history
 
     run_dir = out / "runs" / name
     log = run_dir / "log_history.json"
-    if not kept.restore("runs", name, ("log_history.json",)):
+    if not kept.restore("runs", name, key, ("log_history.json",)):
         if not any(run_dir.glob("checkpoint-*")):
             return []
         log.write_text(json.dumps({"log_history": load_log_history(run_dir)}) + "\n", encoding="utf-8")
-        kept.keep("runs", name, {"log_history.json": log})
+        kept.keep("runs", name, key, {"log_history.json": log})
     return load_log_history(log)

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from embodied_r_ros.config import REQUIRED, Alias, ConfigError, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
-from embodied_r_ros.reasoning.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 
 from ..synth.bag_writer import BagOptions, SceneBagWriter
 from ..synth.generate import BAG_DIR, DEFAULT_START_S
@@ -48,7 +48,7 @@ from ..synth.render import CameraModel
 logger = logging.getLogger(__name__)
 
 LAYOUTS = ("vsibench", "urbanvideo")
-_OPTION = re.compile(r"^\s*([A-H])[.):]\s*(.+?)\s*$")
+_OPTION = re.compile(r"^\s*(" + LETTER + r")[.):]\s*(.+?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def _strip_letters(options: Any) -> tuple[str, ...]:
     return tuple((m.group(2) if (m := _OPTION.match(t)) else t.strip()) for t in texts)
 
 
-_INLINE_OPTION = re.compile(r"(?:^|\s)([A-H])[.)]\s+")
+_INLINE_OPTION = re.compile(r"(?:^|\s)(" + LETTER + r")[.)]\s+")
 
 
 def _split_choices(text: str) -> tuple[str, list[str]]:
@@ -107,7 +107,7 @@ def _split_choices(text: str) -> tuple[str, list[str]]:
 def _answer_letter(answer: str) -> str:
     """The letter of an answer given as "B", "B." or "B. text"."""
     answer = answer.strip()
-    match = re.match(r"^([A-H])(?:[.):]|\s|$)", answer)
+    match = re.match(r"^(" + LETTER + r")(?:[.):]|\s|$)", answer)
     return match.group(1) if match else answer
 
 

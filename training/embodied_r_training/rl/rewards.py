@@ -52,7 +52,7 @@ from embodied_r_ros.reasoning.answers import (
     mean_relative_accuracy,
     parse_completion,
 )
-from embodied_r_ros.reasoning.options import OPTION_LETTERS
+from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 from embodied_r_ros.reasoning.prompts import question_block
 
 # The reference model's prompt. Change REFERENCE_PROMPT_VERSION whenever a text below changes, so logged
@@ -309,7 +309,7 @@ class ConsistencyConfig:
 # What the reference reads in place of an explicit statement of the answer.
 ANSWER_MASK = "[hidden]"
 # A standalone capital letter: "B", "(B)", "option B.", not the B of "Bed" or "B2".
-_STANDALONE_LETTER = re.compile(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])")
+_STANDALONE_LETTER = re.compile(r"(?<![A-Za-z0-9])(" + LETTER + r")(?![A-Za-z0-9])")
 # A number as written in reasoning: "3", "3.5", "-2" ("1,200" reads as two numbers).
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
 

@@ -69,11 +69,11 @@ import numpy as np
 
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.keyframes import KeyFrame
-from embodied_r_ros.perception import Description, PerceptionQuery, parse_descriptions
 from embodied_r_ros.poses.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 
 from .questions import plural
 from .render import CameraModel, Renderer
+from .replying_perceiver import ReplyingPerceiver
 from .trajectory import CLIMB, FLY, LOOK, TURN, WALK, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION
 from .world import INDOOR, SceneObject, World
@@ -357,7 +357,7 @@ def path_text(pieces: Sequence[PathPiece], indoor: bool) -> str:
     return ", ".join(words) if words else "stood still"
 
 
-class GroundTruthPerceiver:
+class GroundTruthPerceiver(ReplyingPerceiver):
     """Perception of one synthetic scene from its geometry (a :class:`KeyFramePerceiver`; see the module).
 
     ``scene_json`` is the scene's ``scene.json``; ``render_width`` the width of the id renders,
@@ -464,16 +464,6 @@ class GroundTruthPerceiver:
         if again:
             parts.append("Seen again: " + "; ".join(again) + ".")
         return " ".join(parts)
-
-    def replies(self, queries: Sequence[PerceptionQuery]) -> list[list[str]]:
-        """The raw replies of several queries (each computed on its own; there is no batch to share)."""
-        return [self.replies_for(q.keyframes, q.question, q.options) for q in queries]
-
-    def describe(
-        self, keyframes: Sequence[KeyFrame], question: str, options: Sequence[str] = ()
-    ) -> list[Description]:
-        """The parsed descriptions, through the same parser as a VLM's replies (odometry actions included)."""
-        return parse_descriptions(keyframes, self.replies_for(keyframes, question, options))
 
     def close(self) -> None:
         """Nothing to release (no model); for the perceiver interface."""

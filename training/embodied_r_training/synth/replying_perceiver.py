@@ -1,9 +1,8 @@
 """A perceiver that writes each key-frame query's raw replies itself, as a VLM would reply.
 
-The mission's ground truth (:mod:`.mission_ground_truth`) is one. The scene's
-:class:`~.ground_truth.GroundTruthPerceiver` carries the same two methods itself: ground_truth.py is among
-the files issue 28's kept results were computed with, and they stay valid only while its text is unchanged
-(training/experiments/kept.py).
+The scene's ground truth (:class:`~.ground_truth.GroundTruthPerceiver`) and the mission's
+(:mod:`.mission_ground_truth`) are two: each writes the replies, and this class makes several queries and
+parsed descriptions of them.
 """
 
 from __future__ import annotations
