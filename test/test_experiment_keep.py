@@ -204,7 +204,7 @@ def test_a_training_key_tells_configs_models_data_and_starting_adapters_apart(
     for rank in (8, 16):
         adapter = tmp_path / f"adapter{rank}"
         adapter.mkdir()
-        (adapter / "adapter_config.json").write_text(json.dumps({"r": rank, "base": str(tmp_path / "out")}))
+        (adapter / "adapter_config.json").write_text(json.dumps({"r": rank, "base_model_name_or_path": "/m"}))
         (adapter / "adapter_model.safetensors").write_bytes(b"weights")
         adapters.append(adapter)
 
@@ -226,6 +226,13 @@ def test_a_training_key_tells_configs_models_data_and_starting_adapters_apart(
     assert with_start.why_not(key(cpu_config, model, out, start=adapters[1]).as_dict()) == (
         "made from another start"
     )
+    # The same adapter trained in another checkout: its config names another base folder, the same start.
+    moved = tmp_path / "adapter8-elsewhere"
+    moved.mkdir()
+    settings = json.loads((adapters[0] / "adapter_config.json").read_text())
+    (moved / "adapter_config.json").write_text(json.dumps({**settings, "base_model_name_or_path": "/x/m"}))
+    (moved / "adapter_model.safetensors").write_bytes(b"weights")
+    assert with_start.why_not(key(cpu_config, model, out, start=moved).as_dict()) is None
 
 
 def test_an_evaluation_key_holds_its_data_system_and_settings_by_content(

@@ -150,7 +150,7 @@ def libraries_identity() -> str:
 
 class Identities:
     """Content identities of an experiment's inputs, with the checkout and OUT written as placeholders
-    (prepared data holds absolute bag paths, an adapter's config its base model's path)."""
+    (prepared data holds absolute bag paths, a resolved config may hold paths)."""
 
     def __init__(self, out: Path) -> None:
         self.places = {str(Path(out).resolve()): "<out>", str(REPO): "<repo>"}
@@ -160,11 +160,13 @@ class Identities:
         return text_file_identity(data / f"{split}.jsonl", self.places)
 
     def adapter(self, adapter: Path) -> str:
-        """A LoRA adapter by its files (its config portable: it names the base model's folder)."""
-        return value_identity({
-            "config": text_file_identity(adapter / KEPT_ADAPTER_FILES[0], self.places),
-            "weights": file_identity(adapter / KEPT_ADAPTER_FILES[1]),
-        })  # fmt: skip
+        """A LoRA adapter by its weights and its settings; the folder its config names as the base model
+        (the checkout it was trained in) is no part of it: the base enters on its own, by content."""
+        settings = json.loads((adapter / KEPT_ADAPTER_FILES[0]).read_text(encoding="utf-8"))
+        settings.pop("base_model_name_or_path", None)
+        return value_identity(
+            {"settings": settings, "weights": file_identity(adapter / KEPT_ADAPTER_FILES[1])}
+        )
 
     def config(self, config: Any) -> str:
         """A resolved training config, without what enters by content (model, data, output folder)."""
