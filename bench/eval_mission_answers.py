@@ -41,7 +41,8 @@ from embodied_r_training.eval.mission_recall import MissionRecallError  # noqa: 
 
 from embodied_r_ros.backends.base import BackendError  # noqa: E402
 from embodied_r_ros.config import ModelConfig  # noqa: E402
-from embodied_r_ros.memory.store import MemoryStoreError, ReadOnlyMemory  # noqa: E402
+from embodied_r_ros.memory.read_only import ReadOnlyMemory  # noqa: E402
+from embodied_r_ros.memory.records import MemoryStoreError  # noqa: E402
 from embodied_r_ros.memory.text_embedding import E5Embedder, EmbeddingError  # noqa: E402
 
 

@@ -42,6 +42,8 @@ from .keyframes import (
     StreamingKeyFrameSelector,
     assemble_keyframes,
 )
+from .memory.reader import MemoryReader
+from .memory.records import MemoryStoreError, StoredCandidate
 from .memory.search import (
     REASON_RETRIEVED,
     Interval,
@@ -50,7 +52,7 @@ from .memory.search import (
     settings_for,
     spread_indices,
 )
-from .memory.store import MemoryReader, MemoryStore, MemoryStoreError, StoredCandidate
+from .memory.store import MemoryStore
 from .memory.text_embedding import TextEmbedder
 from .poses.pose_history import PoseHistory
 from .stamp_guard import RESTART, SUSPECT, StampGuard

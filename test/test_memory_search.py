@@ -21,6 +21,7 @@ from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory
 from embodied_r_ros.memory.describer import AGNOSTIC_QUESTION, MemoryDescriber
+from embodied_r_ros.memory.records import MemoryStoreError, SearchHit
 from embodied_r_ros.memory.search import (
     REASON_RETRIEVED,
     SearchSettings,
@@ -32,7 +33,7 @@ from embodied_r_ros.memory.search import (
     spread_indices,
     terms,
 )
-from embodied_r_ros.memory.store import MemoryStore, MemoryStoreError, SearchHit
+from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.memory.text_embedding import E5_SMALL, E5Embedder, EmbeddingError
 from embodied_r_ros.windows import Window
 

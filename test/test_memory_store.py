@@ -19,12 +19,8 @@ import pytest
 
 from embodied_r_ros.clip_buffer import decode_payload
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.memory.store import (
-    COMMIT_S,
-    MemoryStore,
-    default_memory_path,
-    memory_path,
-)
+from embodied_r_ros.memory.files import default_memory_path, memory_path
+from embodied_r_ros.memory.store import COMMIT_S, MemoryStore
 
 T0 = 1_700_000_000 * NS_PER_S
 

@@ -53,7 +53,8 @@ from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.history import RobotHistory
 from embodied_r_ros.memory.describer import MemoryDescriber
 from embodied_r_ros.memory.mission_time import mission_clock
-from embodied_r_ros.memory.store import MemoryStore, ReadOnlyMemory
+from embodied_r_ros.memory.read_only import ReadOnlyMemory
+from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.memory.text_embedding import E5Embedder
 from embodied_r_ros.node_config import NodeConfig
 from embodied_r_ros.poses.ego_motion import ego_motion

@@ -32,8 +32,11 @@ from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ro
 from embodied_r_ros.cli.parts import perceivers
 from embodied_r_ros.config import KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.memory.files import default_memory_path
 from embodied_r_ros.memory.mission_time import mission_clock
-from embodied_r_ros.memory.store import MemoryStore, MemoryStoreError, ReadOnlyMemory, default_memory_path
+from embodied_r_ros.memory.read_only import ReadOnlyMemory
+from embodied_r_ros.memory.records import MemoryStoreError
+from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.question_file import Question
 from embodied_r_ros.ros import node as node_module
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns

@@ -21,7 +21,9 @@ from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import RobotHistory
 from embodied_r_ros.keyframes import REASON_SAMPLED
-from embodied_r_ros.memory.store import MemoryStore, MemoryStoreError, ReadOnlyMemory
+from embodied_r_ros.memory.read_only import ReadOnlyMemory
+from embodied_r_ros.memory.records import MemoryStoreError
+from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.question_file import Question, bag_path, read_questions, write_questions
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 from embodied_r_ros.windows import Window

@@ -4,7 +4,7 @@ A question that names a time is answered from that window's key frames. One that
 did I last see the red backpack?") must first find where in the mission the thing was: for that every key
 frame in the durable memory gets a description written for no question in particular, and its text
 embedding, both stored beside the frame (:meth:`MemoryStore.add_description
-<embodied_r_ros.memory.store.MemoryStore.add_description>`); :mod:`.memory_search` then ranks them
+<embodied_r_ros.memory.store.MemoryStore.add_description>`); :mod:`.search` then ranks them
 against the question.
 
 The perceiver is the one that answers questions (the VLM, or a measuring instrument), so the describer
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from ..frames import Frame
 from ..keyframes import REASON_FIRST, KeyFrame
 from ..perception import KeyFramePerceiver, PerceptionQuery, parse_descriptions
-from .store import MemoryStore, MemoryStoreError
+from .records import MemoryStoreError
+from .store import MemoryStore
 from .text_embedding import TextEmbedder
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ frames and gives the motion between them: that says neither how far into the mis
 did I last see the chair?") nor, across a gap of many minutes, where the robot stood. :func:`place_in_mission`
 starts each observation with both, e.g. "At 12:34 into the mission, at (3.1, -2.0) m: ...": the time since
 the memory's timeline began (:meth:`MemoryReader.timeline_start_ns
-<embodied_r_ros.memory.store.MemoryReader.timeline_start_ns>`) and the key frame's odometry position.
+<embodied_r_ros.memory.reader.MemoryReader.timeline_start_ns>`) and the key frame's odometry position.
 
 Only answers from a memory search get this line; a question about one window keeps the paper's prompt.
 """

@@ -21,7 +21,8 @@ from typing import Sequence
 
 from ..frames import NS_PER_S
 from ..keyframes import clamp_indices, evenly_spaced_indices
-from .store import MemoryReader, SearchHit
+from .reader import MemoryReader
+from .records import SearchHit
 from .text_embedding import TextEmbedder
 
 REASON_RETRIEVED = "retrieved"  # a key frame whose description matched the question (KeyFrame.reason)

@@ -22,7 +22,8 @@ from typing import Sequence
 from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.history import EmptyHistoryError, RobotHistory
 from embodied_r_ros.keyframes import KeyFrame
-from embodied_r_ros.memory.store import MemoryReader, MemoryStoreError
+from embodied_r_ros.memory.reader import MemoryReader
+from embodied_r_ros.memory.records import MemoryStoreError
 from embodied_r_ros.node_config import PoseConfig
 from embodied_r_ros.windows import Window, WindowError, format_stamp
 

@@ -52,7 +52,8 @@ from embodied_r_ros.config import (
     section,
 )
 from embodied_r_ros.keyframes import KeyFrame, WindowReplay
-from embodied_r_ros.memory.store import MemoryStoreError, ReadOnlyMemory
+from embodied_r_ros.memory.read_only import ReadOnlyMemory
+from embodied_r_ros.memory.records import MemoryStoreError
 from embodied_r_ros.perceivers import PerceiverRegistry, core_perceivers
 from embodied_r_ros.perception import KeyFramePerceiver, PerceptionQuery
 from embodied_r_ros.question_file import Question, bag_path, read_questions

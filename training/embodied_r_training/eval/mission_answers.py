@@ -50,8 +50,8 @@ from embodied_r_ros.config import BufferConfig, KeyFrameConfig, ModelConfig
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory, WindowKeyFrames
 from embodied_r_ros.memory.mission_time import place_in_mission
+from embodied_r_ros.memory.reader import MemoryReader
 from embodied_r_ros.memory.search import Interval, SearchSettings
-from embodied_r_ros.memory.store import MemoryReader
 from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.node_config import MemoryConfig
 from embodied_r_ros.pipeline import EmbodiedR

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Sequence
 
 from embodied_r_ros.frames import NS_PER_S
+from embodied_r_ros.memory.reader import MemoryReader
 from embodied_r_ros.memory.search import SearchSettings, query_text, search_hits
-from embodied_r_ros.memory.store import MemoryReader
 from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.question_file import read_questions
 
