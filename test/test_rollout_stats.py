@@ -37,7 +37,8 @@ def test_blocks_count_groups_without_an_advantage_and_take_the_largest_kl(tmp_pa
     if keys == "named":
         history = [_named(r) for r in history]
         assert "rewards/accuracy/mean" in history[0] and "reward/accuracy" not in history[0]
-    # A log as the experiments keep it (log_history.json); records without a rollout reward (the run summary) are skipped.
+    # A log as the experiments keep it (log_history.json); records without a rollout reward (the run
+    # summary) are skipped.
     (tmp_path / "log_history.json").write_text(json.dumps({"log_history": [*history, {"train_loss": 1}]}))
     steps = stats.log_steps(tmp_path)
     assert [r["step"] for r in steps] == [1, 2, 3]
