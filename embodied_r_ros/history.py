@@ -13,7 +13,7 @@ With a durable memory (:class:`~embodied_r_ros.memory.store.MemoryStore`), every
 stores goes there too, with its decision, and so do the poses; a window that reaches before what RAM holds
 (``buffer.history_s``, a reset that kept the memory, a restart) is answered from the memory (see
 :meth:`RobotHistory.keyframes`). ``clear`` forgets RAM only: clearing the memory is the caller's choice.
-A history over a memory opened for reading only (:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`)
+A history over a memory opened for reading only (:class:`~embodied_r_ros.memory.read_only.ReadOnlyMemory`)
 answers from it as a restarted node does, and writes nothing to it (``embodied-r prepare``).
 
 Threads: one camera thread calls ``add_frame``, one odometry thread ``add_pose``; ``keyframes`` and
@@ -388,7 +388,7 @@ class RobotHistory:
         Inside each interval the rule is the selector's (its stored decisions, the interval's first and
         last candidate); every hit is kept (reason ``retrieved``); over all intervals together the paper's
         clamp to [``keyframes.min_keyframes``, ``keyframes.max_keyframes``] (:func:`spread_indices`).
-        Raises :class:`~embodied_r_ros.memory.store.MemoryStoreError` when the memory is off or closed."""
+        Raises :class:`~embodied_r_ros.memory.records.MemoryStoreError` when the memory is off or closed."""
         memory = self.memory
         if memory is None or not memory.readable:
             raise MemoryStoreError("the durable memory is off (memory.enabled false, or it failed to open)")

@@ -3,7 +3,7 @@
 A node with ``memory.enabled`` keeps every candidate frame, its key-frame decision and the poses in one
 SQLite file (:mod:`embodied_r_ros.memory.store`, ``$ROS_HOME/embodied_r/<node name>.sqlite``).
 ``embodied-r prepare`` reads such a file where a bag goes: the file is opened for reading only
-(:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`: never changed, refused while a node holds it) and
+(:class:`~embodied_r_ros.memory.read_only.ReadOnlyMemory`: never changed, refused while a node holds it) and
 each window is answered by :meth:`RobotHistory.keyframes <embodied_r_ros.history.RobotHistory.keyframes>`
 over it, the very code a node runs when a question reaches before its RAM (a restarted node: everything
 from the memory): the stored decisions of the window's candidates, its first and last candidate, the clamp

@@ -5,7 +5,7 @@ store after it replayed the bag and described its key frames in the background),
 is put to the pipeline as the node's ``search_memory`` question puts it:
 
 1. **key frames**: :meth:`RobotHistory.search <embodied_r_ros.history.RobotHistory.search>` over the store
-   opened read only (:class:`~embodied_r_ros.memory.store.ReadOnlyMemory`), the node's default key-frame
+   opened read only (:class:`~embodied_r_ros.memory.read_only.ReadOnlyMemory`), the node's default key-frame
    and search settings, the question's window;
 2. **descriptions**: the mission's ground-truth perception
    (:class:`~embodied_r_training.synth.mission_ground_truth.MissionGroundTruth`: a MEASURING INSTRUMENT
