@@ -112,6 +112,7 @@ GENERATION_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_ros.backends.transformers_backend",
     "embodied_r_ros.backends.segment_tokenizer",
+    "embodied_r_ros.backends.image_cache",
     "embodied_r_ros.backends.adapter_off",
 )
 SYSTEM_CODE = {
@@ -119,6 +120,18 @@ SYSTEM_CODE = {
     "options-only": ("embodied_r_training.eval.baselines",),
     "chance": (),
 }
+# What writes the SFT examples (the oracle's traces): keyed by the examples themselves (sft_examples).
+SFT_EXAMPLE_CODE = ("embodied_r_training.eval.oracle", "embodied_r_training.synth.questions")
+# Plumbing a stage runs whose effect its key holds otherwise (a name ending in ".*": a package).
+PLUMBING = (
+    "embodied_r_ros",
+    "embodied_r_training",
+    "embodied_r_ros.config",  # parsing configs: the resolved config and the arguments are inputs
+    "embodied_r_ros.cli.*",  # the command line: its arguments are inputs
+    "embodied_r_ros.backends",  # choosing a backend by its name: the name is an input
+    "embodied_r_ros.backends.loading",  # finding a model's folder: its files are an input
+    "embodied_r_training.eval.plots",  # pictures, not kept
+)
 # The libraries whose versions a result depends on.
 LIBRARIES = (
     "torch",

@@ -1,0 +1,132 @@
+"""Each experiment stage runs only the code its key holds (training/experiments/steps.py) and plumbing whose
+effect the key holds otherwise: run for real (SFT on oracle traces, GRPO with every reward, each evaluation
+system) under a profiler, with the tiny models, and list every function of the project it executed."""
+
+from __future__ import annotations
+
+import cProfile
+import importlib.util
+import pstats
+import sys
+from pathlib import Path
+
+import pytest
+
+from embodied_r_ros.cli.main import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "training" / "experiments"
+CONFIG = EXPERIMENTS.parents[0] / "configs" / "reasoner_cpu.yaml"
+TOPS = ("embodied_r_ros", "embodied_r_training")
+
+
+@pytest.fixture(scope="module")
+def steps():
+    sys.path.insert(0, str(EXPERIMENTS))  # steps.py imports kept.py and stage_code.py beside it
+    try:
+        spec = importlib.util.spec_from_file_location("steps_under_test", EXPERIMENTS / "steps.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+        sys.modules.pop("steps_under_test", None)
+
+
+@pytest.fixture(scope="module")
+def traces_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small data set from ground-truth perception (prompts the oracle answers: SFT traces exist)."""
+    out = tmp_path_factory.mktemp("stage_code")
+    synth = ["synth", "--out", str(out / "synth"), "--scenes", "2", "--seed", "5", "--size", "160x120"]
+    assert main([*synth, "--duration", "8", "--max-keyframes", "8"]) == 0
+    prepare = ["prepare", str(out / "synth" / "questions.jsonl"), "--out", str(out / "data"), "--perceiver"]
+    prepare += ["ground_truth", "--split", "1,0,1", "--max-keyframes", "8", "--no-progress"]
+    assert main(prepare) == 0
+    return out / "data"
+
+
+def executed_modules(work) -> set[str]:
+    """The project modules (dotted names) with a function that ``work()`` executed."""
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        work()
+    finally:
+        profile.disable()
+    found = set()
+    for filename, _, _ in pstats.Stats(profile).stats:
+        parts = Path(filename).with_suffix("").parts
+        tops = [i for i, part in enumerate(parts) if part in TOPS]  # the last: install/<pkg>/lib/.../<pkg>/
+        if tops and filename.endswith(".py"):
+            names = list(parts[tops[-1] :])
+            found.add(".".join(names[:-1] if names[-1] == "__init__" else names))
+    return found
+
+
+def outside(executed: set[str], *allowed: tuple[str, ...]) -> list[str]:
+    """The executed modules in none of the ``allowed`` sets (a name ending in ``.*`` allows a package)."""
+    names = {m for group in allowed for m in group}
+    packages = tuple(m[:-1] for m in names if m.endswith(".*"))
+    return sorted(m for m in executed if m not in names and not m.startswith(packages))
+
+
+def test_the_check_sees_the_code_a_stage_runs(steps) -> None:
+    from embodied_r_ros.reasoning.answers import parse_completion
+
+    executed = executed_modules(lambda: parse_completion("<think>x</think><answer>B</answer>"))
+    assert "embodied_r_ros.reasoning.answers" in executed
+    assert outside(executed, steps.PLUMBING) == ["embodied_r_ros.reasoning.answers"]
+    assert outside(executed, steps.PLUMBING, steps.EVALUATOR_CODE) == []
+
+
+def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
+    steps, traces_data: Path, tiny_models_dir: Path, tmp_path: Path
+) -> None:
+    from embodied_r_training.rl.train import train
+    from embodied_r_training.rl.train_config import load_train_config
+
+    common = [f"data.path={traces_data}", f"model={tiny_models_dir / 'lm'}"]
+    short = ["warm_start.steps=1", "warm_start.batch_size=2", "warm_start.save_steps=0"]
+    sft = load_train_config(CONFIG, [*common, f"output_dir={tmp_path / 'sft'}", "method=sft", *short])
+    executed = executed_modules(lambda: train(sft))
+    assert "embodied_r_training.rl.warm_start" in executed
+    assert outside(executed, steps.TRAINER_CODE, steps.SFT_EXAMPLE_CODE, steps.PLUMBING) == []
+
+    grpo = load_train_config(CONFIG, [
+        *common, f"output_dir={tmp_path / 'grpo'}", "warm_start.steps=0", "grpo.max_steps=1",
+        "grpo.num_generations=2", "grpo.per_device_train_batch_size=2", "grpo.max_completion_length=8",
+        "grpo.save_steps=10", "rewards=[{start_step: 0, format: 1, accuracy: 1, consistency: 1}]",
+    ])  # fmt: skip
+    executed = executed_modules(lambda: train(grpo))
+    assert {"embodied_r_training.rl.rewards", "embodied_r_training.rl.option_rotation"} <= executed
+    assert outside(executed, steps.TRAINER_CODE, steps.PLUMBING) == []
+
+
+@pytest.mark.parametrize(
+    "system", ["reasoner", "question-only", "untrained", "oracle", "options-only", "chance"]
+)
+def test_an_evaluation_runs_the_evaluator_and_its_system_code(
+    steps, traces_data: Path, tiny_models_dir: Path, tmp_path: Path, system: str
+) -> None:
+    arguments = {
+        "reasoner": ["--lm", str(tiny_models_dir / "lm")],
+        "question-only": ["--system", "question-only", "--lm", str(tiny_models_dir / "lm")],
+        "untrained": ["--system", "untrained", "--lm", str(tiny_models_dir / "lm")],
+        "options-only": ["--system", "options-only", "--calibration", str(traces_data)],
+    }.get(system, ["--system", system])
+    command = [
+        "eval",
+        str(traces_data),
+        "--split",
+        "test",
+        "--out",
+        str(tmp_path / "eval"),
+        "--device",
+        "cpu",
+    ]
+    command += ["--max-new-tokens", "8", "--no-progress", "--dtype", "float32", *arguments]
+    executed = executed_modules(lambda: main(command))
+    assert "embodied_r_training.eval.evaluate" in executed
+    name = "reasoner" if system == "reasoner" else system
+    code = steps.SYSTEM_CODE.get(name, steps.GENERATION_CODE)
+    assert outside(executed, steps.EVALUATOR_CODE, code, steps.PLUMBING) == []
