@@ -52,7 +52,7 @@ def slug(heading: str) -> str:
     """GitHub's anchor for a heading's text: markup dropped, lower case, punctuation dropped (word
     characters, spaces and hyphens stay), each space one hyphen."""
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text stays
-    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"</?[A-Za-z][^>]*>", "", text)  # HTML tags; a literal "<->" stays text
     text = text.replace("`", "").lower()
     text = re.sub(r"[^\w\- ]", "", text)
     return text.replace(" ", "-")
@@ -159,11 +159,15 @@ def test_the_checker_finds_broken_links_and_anchors(tmp_path, monkeypatch):
     tmp_path = tmp_path.resolve()
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     page = tmp_path / "page.md"
-    (tmp_path / "other.md").write_text("# Other page\n\n## Rotated options: the `data.rotate_options` key\n")
+    (tmp_path / "other.md").write_text(
+        "# Other page\n\n## Rotated options: the `data.rotate_options` key\n\n"
+        "## Indoor <-> outdoor (issue 28)\n"
+    )
     (tmp_path / "figure.png").write_bytes(b"")
     page.write_text(
         "# Title\n\n## A (small) heading, again\n\n## A (small) heading, again\n\n"
         "[ok](other.md#rotated-options-the-datarotate_options-key) ![ok](figure.png) [ok](#title)\n"
+        "[ok](other.md#indoor---outdoor-issue-28) "
         "[ok](#a-small-heading-again-1) [ok](https://example.org/x.md#nowhere) `[code](nowhere.md)`\n"
         "[bad](missing.md) ![bad](figures/none.png) [bad](other.md#no-such-heading) [bad](#a-small-heading)\n"
         "```\n[in a fence](also-missing.md)\n```\n"
