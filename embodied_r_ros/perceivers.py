@@ -2,10 +2,11 @@
 
 A perceiver (:class:`~embodied_r_ros.perception.KeyFramePerceiver`) writes the descriptions of key frames.
 The core brings one, ``vlm``: the VLM of the ``vlm`` section (:class:`~embodied_r_ros.perception.Perceiver`).
-Other packages add theirs to a :class:`PerceiverRegistry` (the training package registers ``ground_truth``,
-a measuring instrument for simulator bags); the application (``embodied-r``, the node's executable) builds
-the registry and hands it to :meth:`EmbodiedR.from_config <embodied_r_ros.pipeline.EmbodiedR.from_config>`,
-so the core never imports them.
+Other packages add theirs through the entry-point group ``embodied_r_ros.perceivers``
+(:mod:`embodied_r_ros.plugins`; the training package adds ``ground_truth``, a measuring instrument for
+simulator bags): :func:`installed_perceivers` holds the core's and theirs, found without importing any
+package by name. The application (``embodied-r``, the node's executable) builds the registry and hands it
+to :meth:`EmbodiedR.from_config <embodied_r_ros.pipeline.EmbodiedR.from_config>`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from . import plugins
 from .backends import load_role
 from .config import VLM_PERCEIVER, ConfigError, PipelineConfig
 from .perception import KeyFramePerceiver, Perceiver
+
+# What a user does when a perceiver of another package is installed but cannot be imported.
+INSTALL_HINT = (
+    "install the whole project (`pip install .` in the repository, or build it with colcon), or use "
+    "perception.perceiver: vlm"
+)
 
 # Makes a perceiver from the pipeline's configuration (its perception and vlm sections); a perceiver that
 # cannot be made raises BackendError (or ConfigError) naming the setting and the fix.
@@ -50,9 +58,10 @@ class PerceiverRegistry:
 
     def unavailable(self, name: str, reason: str) -> None:
         """Record that perceiver ``name`` exists but cannot be made here (its package is not installed):
-        asking for it raises a ConfigError with ``reason``, which says how to install it."""
+        asking for it raises a ConfigError with ``reason``, which says how to install it. The first reason
+        recorded for a name stays (the most specific: why its installed package cannot be imported)."""
         if name not in self._registered:
-            self._unavailable[name] = reason
+            self._unavailable.setdefault(name, reason)
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order."""
@@ -96,4 +105,13 @@ def core_perceivers() -> PerceiverRegistry:
     """A registry holding the core's perceiver only: ``vlm``."""
     registry = PerceiverRegistry()
     registry.register(VLM_PERCEIVER, vlm_perceiver, describes=describe_vlm)
+    return registry
+
+
+def installed_perceivers() -> PerceiverRegistry:
+    """The core's perceivers and those of the installed packages (entry-point group
+    ``embodied_r_ros.perceivers``: name = the perceiver's, value = ``register(registry)``). One that is
+    installed but cannot be imported is recorded as unavailable, with the reason and how to install it."""
+    registry = core_perceivers()
+    plugins.register_installed(plugins.PERCEIVER_GROUP, registry, INSTALL_HINT)
     return registry
