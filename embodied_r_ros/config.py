@@ -308,7 +308,7 @@ def model_config(model: str = "", **settings: Any) -> ModelConfig:
     ``model_config("m", backend="openai", base_url=url)`` sets ``openai.base_url``. For code that takes a
     model's settings from flags or keyword arguments; a name no section declares raises TypeError.
     """
-    kinds = _option_sections()
+    kinds = option_sections()
     own: dict[str, Any] = {}
     options: dict[str, dict[str, Any]] = {section: {} for section in kinds}
     for key, value in settings.items():
@@ -323,8 +323,9 @@ def model_config(model: str = "", **settings: Any) -> ModelConfig:
     return ModelConfig(model=model, **own, **sections)
 
 
-def _option_sections() -> dict[str, type]:
-    """ModelConfig's backend options sections: {field name: its type} ("openai": OpenAIOptions)."""
+def option_sections() -> dict[str, type]:
+    """ModelConfig's backend options sections: {field name: its type} ("openai": OpenAIOptions), the
+    sections a backend may read (:mod:`embodied_r_ros.backends.registry`)."""
     defaults = {f.name: field_default(f) for f in dataclasses.fields(ModelConfig)}
     return {name: type(value) for name, value in defaults.items() if dataclasses.is_dataclass(value)}
 

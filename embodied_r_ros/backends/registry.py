@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from .. import plugins
-from ..config import ModelConfig, OpenAIOptions, TransformersOptions, field_default
+from ..config import ModelConfig, OpenAIOptions, TransformersOptions, option_sections
 from .base import BackendError, GenerationBackend
 from .openai_backend import OpenAIBackend
 
@@ -107,14 +107,14 @@ class BackendRegistry:
 
 
 def _section_of(options: type) -> str:
-    """The name of the ModelConfig field whose options are of type ``options``."""
-    for f in dataclasses.fields(ModelConfig):
-        if type(field_default(f)) is options:
-            return f.name
-    raise TypeError(
-        f"{options.__name__} is no options section of ModelConfig: a backend's options are a section there "
-        "(embodied_r_ros/config.py), so that the node declares them as parameters"
-    )
+    """The name of the ModelConfig section whose options are of type ``options``."""
+    section = next((name for name, kind in option_sections().items() if kind is options), None)
+    if section is None:
+        raise TypeError(
+            f"{options.__name__} is no options section of ModelConfig: a backend's options are a section "
+            "there (embodied_r_ros/config.py), so that the node declares them as parameters"
+        )
+    return section
 
 
 def _transformers(config: ModelConfig, *, vision: bool) -> TransformersBackend:
