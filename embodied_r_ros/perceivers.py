@@ -41,53 +41,34 @@ class RegisteredPerceiver:
     describes: Describer
 
 
-class PerceiverRegistry:
+class PerceiverRegistry(plugins.Registry[RegisteredPerceiver]):
     """The perceivers a pipeline may be configured with, by name (``perception.perceiver``)."""
 
-    def __init__(self) -> None:
-        self._registered: dict[str, RegisteredPerceiver] = {}
-        self._unavailable: dict[str, str] = {}
+    kind = "perceiver"
 
     def register(self, name: str, factory: PerceiverFactory, *, describes: Describer) -> None:
         """Add perceiver ``name``; ``describes(config)`` says what it perceives with, in words that never
         call an instrument a VLM. A name registered twice is a programming error (ValueError)."""
-        if name in self._registered:
-            raise ValueError(f"perceiver {name!r} is registered already")
-        self._registered[name] = RegisteredPerceiver(name, factory, describes)
-        self._unavailable.pop(name, None)
-
-    def unavailable(self, name: str, reason: str) -> None:
-        """Record that perceiver ``name`` exists but cannot be made here (its package is not installed):
-        asking for it raises a ConfigError with ``reason``, which says how to install it. The first reason
-        recorded for a name stays (the most specific: why its installed package cannot be imported)."""
-        if name not in self._registered:
-            self._unavailable.setdefault(name, reason)
-
-    def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
-        return tuple(self._registered)
+        self._add(name, RegisteredPerceiver(name, factory, describes))
 
     def describe(self, config: PipelineConfig) -> str:
         """What ``config``'s perceiver perceives with, in words (before it is made)."""
-        return self._entry(config.perception.perceiver).describes(config)
+        return self._find(config.perception.perceiver).describes(config)
 
     def create(self, config: PipelineConfig) -> KeyFramePerceiver:
         """The perceiver ``config.perception.perceiver`` names, made from ``config``.
 
-        Raises ConfigError for a name that is not registered (listing the registered ones), and whatever
-        the perceiver's factory raises (BackendError naming the setting) when it cannot be made.
+        Raises ConfigError for a name that is not registered (listing the registered ones) or not available
+        here (saying how to install it), and whatever the perceiver's factory raises (BackendError naming
+        the setting) when it cannot be made.
         """
-        return self._entry(config.perception.perceiver).factory(config)
+        return self._find(config.perception.perceiver).factory(config)
 
-    def _entry(self, name: str) -> RegisteredPerceiver:
-        entry = self._registered.get(name)
-        if entry is not None:
-            return entry
-        if name in self._unavailable:
-            raise ConfigError(f"perception.perceiver {name} is not available here: {self._unavailable[name]}")
-        raise ConfigError(
-            f"perception.perceiver {name!r} is not a registered perceiver; registered: "
-            f"{', '.join(self._registered) or 'none'}"
+    def _missing(self, name: str, reason: str | None) -> ConfigError:
+        if reason is not None:
+            return ConfigError(f"perception.perceiver {name} is not available here: {reason}")
+        return ConfigError(
+            f"perception.perceiver {name!r} is not a registered perceiver; registered: {self._listing()}"
         )
 
 

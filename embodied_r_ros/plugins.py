@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 from importlib import metadata
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 COMMAND_GROUP = "embodied_r_ros.commands"
 PERCEIVER_GROUP = "embodied_r_ros.perceivers"
@@ -70,12 +71,46 @@ def load(entry: metadata.EntryPoint) -> Any:
         raise PluginUnavailable(entry, missing, exc) from exc
 
 
-class Registry(Protocol):
-    """What :func:`register_installed` fills: a registry of perceivers or backends."""
+class Registry(Generic[T]):
+    """Entries by name, and the names installed but not importable here with the reason: the common part
+    of the perceiver and backend registries, which say what they hold (``kind``) and how a missing name
+    fails (:meth:`_missing`)."""
 
-    def names(self) -> tuple[str, ...]: ...
+    kind = "plugin"
 
-    def unavailable(self, name: str, reason: str) -> None: ...
+    def __init__(self) -> None:
+        self._registered: dict[str, T] = {}
+        self._unavailable: dict[str, str] = {}
+
+    def _add(self, name: str, entry: T) -> None:
+        if name in self._registered:  # a programming error
+            raise ValueError(f"{self.kind} {name!r} is registered already")
+        self._registered[name] = entry
+        self._unavailable.pop(name, None)
+
+    def unavailable(self, name: str, reason: str) -> None:
+        """Record that ``name`` exists but cannot be made here (its package, or a dependency of it, is not
+        installed): asking for it raises an error with ``reason``, which says how to install it. The first
+        reason recorded for a name stays (the most specific: why its installed package cannot be imported)."""
+        if name not in self._registered:
+            self._unavailable.setdefault(name, reason)
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, in registration order."""
+        return tuple(self._registered)
+
+    def _find(self, name: str) -> T:
+        entry = self._registered.get(name)
+        if entry is None:
+            raise self._missing(name, self._unavailable.get(name))
+        return entry
+
+    def _missing(self, name: str, reason: str | None) -> Exception:
+        """The error for ``name``: unavailable here (``reason``) or not registered (None)."""
+        raise NotImplementedError
+
+    def _listing(self) -> str:
+        return ", ".join(self._registered) or "none"
 
 
 def register_installed(group: str, registry: Registry, hint: str = "") -> None:

@@ -52,12 +52,10 @@ class RegisteredBackend:
         return [f"{key}.{self.section}.{name} = {getattr(options, name)}" for name in self.shown]
 
 
-class BackendRegistry:
+class BackendRegistry(plugins.Registry[RegisteredBackend]):
     """The backends a model may be configured with, by name (``vlm.backend``, ``lm.backend``)."""
 
-    def __init__(self) -> None:
-        self._registered: dict[str, RegisteredBackend] = {}
-        self._unavailable: dict[str, str] = {}
+    kind = "backend"
 
     def register(
         self, name: str, factory: BackendFactory, *, options: type | None = None, shown: tuple[str, ...] = ()
@@ -66,34 +64,16 @@ class BackendRegistry:
         ModelConfig section it reads (:class:`~embodied_r_ros.config.OpenAIOptions`, ...), ``shown`` the
         options of it that an error loading the model names. A name registered twice, or options that are
         no section of ModelConfig, are programming errors (ValueError, TypeError)."""
-        if name in self._registered:
-            raise ValueError(f"backend {name!r} is registered already")
         section = None if options is None else _section_of(options)
         fields = {f.name for f in dataclasses.fields(options)} if options is not None else set()
         unknown = sorted(set(shown) - fields)
         if unknown:
             raise TypeError(f"backend {name!r}: {', '.join(unknown)} are no options of its section")
-        self._registered[name] = RegisteredBackend(name, factory, section, tuple(shown))
-        self._unavailable.pop(name, None)
-
-    def unavailable(self, name: str, reason: str) -> None:
-        """Record that backend ``name`` is installed but cannot be imported here; making it raises a
-        BackendError with ``reason`` (the first one recorded stays)."""
-        if name not in self._registered:
-            self._unavailable.setdefault(name, reason)
-
-    def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
-        return tuple(self._registered)
+        self._add(name, RegisteredBackend(name, factory, section, tuple(shown)))
 
     def get(self, name: str) -> RegisteredBackend:
         """Backend ``name``; BackendError saying why for one that is unavailable or not registered."""
-        entry = self._registered.get(name)
-        if entry is not None:
-            return entry
-        if name in self._unavailable:
-            raise BackendError(f"backend {name} is not available here: {self._unavailable[name]}")
-        raise BackendError(f"unknown backend {name!r}; registered: {', '.join(self._registered) or 'none'}")
+        return self._find(name)
 
     def create(self, config: ModelConfig, *, vision: bool) -> GenerationBackend:
         """The backend ``config.backend`` names, made for ``config``."""
@@ -104,6 +84,11 @@ class BackendRegistry:
         backend is not registered."""
         entry = self._registered.get(config.backend)
         return [] if entry is None else entry.settings(config, key)
+
+    def _missing(self, name: str, reason: str | None) -> BackendError:
+        if reason is not None:
+            return BackendError(f"backend {name} is not available here: {reason}")
+        return BackendError(f"unknown backend {name!r}; registered: {self._listing()}")
 
 
 def _section_of(options: type) -> str:
