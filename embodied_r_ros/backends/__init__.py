@@ -52,7 +52,7 @@ def load_backend(
     :class:`BackendError` for a model that cannot serve the role (e.g. a text-only model as the VLM) or a
     backend that is not registered.
     """
-    return (backends or installed_backends()).create(config, vision=vision)
+    return (installed_backends() if backends is None else backends).create(config, vision=vision)
 
 
 def load_role(role: str, key: str, config: ModelConfig, *, vision: bool) -> GenerationBackend:

@@ -115,7 +115,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         try:
             register = registrars[name]()
         except ImportError as exc:  # plugins.PluginUnavailable, or a module of the node's commands
-            missing = getattr(exc, "missing", None) or (exc.name or name).split(".")[0]
+            missing = getattr(exc, "missing", None) or (exc.name or COMMANDS.get(name, name)).split(".")[0]
             if missing.startswith("embodied_r_ros"):
                 raise  # a bug in this package, not a missing dependency
             _add_unavailable(sub, name, missing)
