@@ -18,7 +18,8 @@ TINY_MODELS := .cache/tiny-models
 SMOLLM2 := .cache/models/smollm2
 SMOLLM2_STAMP := $(SMOLLM2)/embodied_r_gguf.json
 # Everything colcon installs: a new or renamed file must re-run the (symlink) install.
-BUILD_INPUTS := CMakeLists.txt package.xml $(wildcard cmake/*.cmake msg/*.msg srv/*.srv action/*.action) \
+BUILD_INPUTS := CMakeLists.txt package.xml training/setup.cfg \
+	$(wildcard cmake/*.cmake msg/*.msg srv/*.srv action/*.action) \
 	$(shell find embodied_r_ros training/embodied_r_training launch config scripts interfaces -type f \
 		-not -path '*/__pycache__/*' 2>/dev/null)
 # tf2_msgs (TFMessage, for pose.source tf) comes with ROS, not with the PyPI wheels: where the venv cannot

@@ -4,7 +4,20 @@ ROS users build with colcon instead (package.xml, CMakeLists.txt), which also ge
 embodied_r_ros.msg/.srv/.action. Dependencies: requirements.txt (pinned, one environment for everything).
 """
 
+import configparser
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+
+def training_entry_points() -> dict[str, str]:
+    """The training package's entry points (its embodied-r commands, perceiver, yardstick), from the file
+    colcon installs them from too: training/setup.cfg."""
+    parser = configparser.ConfigParser()
+    parser.optionxform = str  # entry-point group names keep their case
+    parser.read(Path(__file__).parent / "training" / "setup.cfg", encoding="utf-8")
+    return dict(parser["options.entry_points"])  # {group: its "name = module:object" lines}
+
 
 setup(
     name="embodied_r_ros",
@@ -30,5 +43,8 @@ setup(
         "xxhash",
     ],
     extras_require={"training": ["trl", "datasets", "accelerate", "rosbags"]},
-    entry_points={"console_scripts": ["embodied-r = embodied_r_ros.cli.main:main"]},
+    entry_points={
+        "console_scripts": ["embodied-r = embodied_r_ros.cli.main:main"],
+        **training_entry_points(),
+    },
 )

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, NamedTuple, TypeVar
 
+from . import plugins
+
 T = TypeVar("T")
 
 
@@ -30,7 +32,11 @@ class ConfigError(ValueError):
     """A configuration value or key that cannot be used; the message says which and why."""
 
 
-BACKENDS = ("transformers", "openai")
+# The core's model backends (embodied_r_ros/backends/registry.py). Installed packages add theirs through the
+# entry-point group embodied_r_ros.backends (docs/plugins.md): their names are valid values of vlm.backend
+# and lm.backend too, read here without importing those packages.
+CORE_BACKENDS = ("transformers", "openai")
+BACKENDS = CORE_BACKENDS + tuple(n for n in plugins.names(plugins.BACKEND_GROUP) if n not in CORE_BACKENDS)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -295,10 +301,6 @@ class ModelConfig:
         return dataclasses.replace(self, transformers=dataclasses.replace(self.transformers, adapter=adapter))
 
 
-# Each backend's options section of ModelConfig, by backend name.
-_BACKEND_OPTIONS: dict[str, type] = {"transformers": TransformersOptions, "openai": OpenAIOptions}
-
-
 def model_config(model: str = "", **settings: Any) -> ModelConfig:
     """A :class:`ModelConfig` from flat settings, each put in the section that declares it.
 
@@ -306,18 +308,26 @@ def model_config(model: str = "", **settings: Any) -> ModelConfig:
     ``model_config("m", backend="openai", base_url=url)`` sets ``openai.base_url``. For code that takes a
     model's settings from flags or keyword arguments; a name no section declares raises TypeError.
     """
+    kinds = option_sections()
     own: dict[str, Any] = {}
-    options: dict[str, dict[str, Any]] = {backend: {} for backend in _BACKEND_OPTIONS}
+    options: dict[str, dict[str, Any]] = {section: {} for section in kinds}
     for key, value in settings.items():
-        backend = next((b for b, kind in _BACKEND_OPTIONS.items() if key in _field_names(kind)), None)
-        if backend is not None:
-            options[backend][key] = value
-        elif key in _field_names(ModelConfig) and key not in _BACKEND_OPTIONS:
+        section = next((name for name, kind in kinds.items() if key in _field_names(kind)), None)
+        if section is not None:
+            options[section][key] = value
+        elif key in _field_names(ModelConfig) and key not in kinds:
             own[key] = value
         else:
             raise TypeError(f"model_config() got an unknown setting {key!r}")
-    sections = {backend: kind(**options[backend]) for backend, kind in _BACKEND_OPTIONS.items()}
+    sections = {section: kind(**options[section]) for section, kind in kinds.items()}
     return ModelConfig(model=model, **own, **sections)
+
+
+def option_sections() -> dict[str, type]:
+    """ModelConfig's backend options sections: {field name: its type} ("openai": OpenAIOptions), the
+    sections a backend may read (:mod:`embodied_r_ros.backends.registry`)."""
+    defaults = {f.name: field_default(f) for f in dataclasses.fields(ModelConfig)}
+    return {name: type(value) for name, value in defaults.items() if dataclasses.is_dataclass(value)}
 
 
 def _field_names(cls: type) -> set[str]:

@@ -1,7 +1,13 @@
 """The layers of the house, checked on the source: who may import whom (README, "Layout").
 
-Every import statement counts, also the ones inside functions (the lazy ones), so a layer cannot be crossed
-by deferring the import.
+core (embodied_r_ros, less ros/ and cli/) <- ros (embodied_r_ros/ros) <- command line (embodied_r_ros/cli);
+the training library (embodied_r_training) imports the core only; the training package's commands
+(embodied_r_training/commands, the command line's plugins: docs/plugins.md) import the core, the training
+library and the command line's flags. Nothing under embodied_r_ros imports the training package: it finds
+what training adds through entry points.
+
+Every import statement counts, also the ones inside functions (the lazy ones) and modules named to
+importlib.import_module, so a layer cannot be crossed by deferring the import.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "embodied_r_ros"
 TRAINING = ROOT / "training" / "embodied_r_training"
+FLAGS = "embodied_r_ros.cli.flags"  # what the training package's commands use of the command line
 
 
 def _module_name(path: Path) -> str:
@@ -22,10 +29,15 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved)."""
+    return _imports_of(path.read_text(encoding="utf-8"), path)
+
+
+def _imports_of(source: str, path: Path) -> set[str]:
+    """Absolute names of every module ``source`` (the text of ``path``) imports."""
     name = _module_name(path)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -33,7 +45,15 @@ def _imports(path: Path) -> set[str]:
             module = ".".join([*base, *([node.module] if node.module else [])])
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)  # "from . import x" imports x
+        elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__") and node.args:
+            if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
     return found
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _within(name: str, packages: tuple[str, ...]) -> bool:
@@ -54,26 +74,56 @@ def _files(root: Path, *exclude: str) -> list[Path]:
 
 
 def test_the_core_imports_no_ros_no_command_line_and_no_training():
-    # Perceivers from training (ground truth) are registered by the application (cli/parts.py), by name.
     files = _files(CORE, "ros", "cli")
     assert len(files) > 20
     forbidden = ("rclpy", "embodied_r_ros.ros", "embodied_r_ros.cli", "embodied_r_training")
     assert _violations(files, forbidden) == []
 
 
+def test_nothing_under_embodied_r_ros_imports_the_training_package():
+    # Its perceiver, commands and yardstick come through entry points (embodied_r_ros/plugins.py).
+    files = _files(CORE)
+    assert len(files) > 40 and CORE / "cli" / "main.py" in files and CORE / "ros" / "node.py" in files
+    assert _violations(files, ("embodied_r_training",)) == []
+
+
+def test_the_check_sees_lazy_imports_and_modules_named_to_importlib():
+    source = (
+        "import importlib\n"
+        "def f():\n"
+        "    from embodied_r_training.synth import generate\n"
+        "    importlib.import_module('embodied_r_training.commands.synth')\n"
+        "    __import__('rclpy')\n"
+    )
+    found = _imports_of(source, CORE / "cli" / "probe.py")  # a path for the module's name only
+    assert {"embodied_r_training.synth", "embodied_r_training.commands.synth", "rclpy"} <= found
+
+
 def test_training_never_imports_the_node_or_the_command_line():
-    files = _files(TRAINING)
+    files = _files(TRAINING, "commands")
     assert len(files) > 20
     assert _violations(files, ("rclpy", "embodied_r_ros.ros", "embodied_r_ros.cli")) == []
 
 
+def test_the_training_commands_use_only_the_flags_of_the_command_line():
+    # They are the command line's plugins (entry points of embodied_r_ros.commands): flags become configs
+    # with embodied_r_ros.cli.flags; nothing else of cli/, and never the ROS layer.
+    files = _files(TRAINING / "commands")
+    assert len(files) >= 6
+    assert _violations(files, ("rclpy", "embodied_r_ros.ros")) == []
+    cli = [v for v in _violations(files, ("embodied_r_ros.cli",)) if not v.split()[-1].startswith(FLAGS)]
+    assert cli == []
+    assert _violations(files, (FLAGS,)) != []  # the check sees the flags where they are used
+
+
 def test_only_the_command_line_parses_arguments():
-    # Library modules take config objects; flags become configs in cli/ (bench/ and training/experiments/
-    # hold programs, which parse their own).
-    files = _files(CORE, "cli") + _files(TRAINING)
+    # Library modules take config objects; flags become configs in cli/ and in the training package's
+    # commands (bench/ and training/experiments/ hold programs, which parse their own).
+    files = _files(CORE, "cli") + _files(TRAINING, "commands")
     assert len(files) > 60
     assert _violations(files, ("argparse",)) == []
     assert _violations(_files(CORE / "cli"), ("argparse",)) != []  # the check sees argparse where it is
+    assert _violations(_files(TRAINING / "commands"), ("argparse",)) != []
 
 
 def test_the_ros_layer_needs_nothing_from_training_or_the_command_line():

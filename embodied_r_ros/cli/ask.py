@@ -35,7 +35,7 @@ import numpy as np
 
 from ..question_file import Question, read_questions
 from ..reasoning.prompts import letter_options
-from .yardstick import YardstickAnswers, yardstick_answers
+from ..reasoning.yardstick import YardstickAnswers, installed_yardstick
 
 DEFAULT_NODE = "/embodied_r"
 # The node publishes an answer's key frames before it answers, but on a loaded machine they can arrive
@@ -359,6 +359,7 @@ def run_ask(args: argparse.Namespace) -> int:
             print(f"embodied-r ask: error: {exc}", file=sys.stderr)
             return 2
         entries, failures = [], 0
+        yardstick = installed_yardstick() if any(q.ground_truth is not None for q in questions) else None
         for question in questions:
 
             def feedback(stage: str, progress: float) -> None:
@@ -384,14 +385,14 @@ def run_ask(args: argparse.Namespace) -> int:
                 else None
             )
             # Beside a graded answer, what the prompt allows (oracle) and what the options alone give.
-            yardstick = None
-            if result.success and question.ground_truth is not None:
+            beside = None
+            if yardstick is not None and result.success and question.ground_truth is not None:
                 descriptions = list(answer.keyframe_descriptions)
-                yardstick = yardstick_answers(descriptions, question.question, question.options)
+                beside = yardstick(descriptions, question.question, question.options)
             print(
                 _as_json(result, question, score)
                 if args.json
-                else describe(result, question, score, yardstick) + "\n",
+                else describe(result, question, score, beside) + "\n",
                 flush=True,
             )
             entry = entry_from_answer(
@@ -403,7 +404,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 round_trip_s=result.round_trip_s,
             )
             entry.question, entry.options = question.question, list(question.options)
-            entry.yardstick = yardstick
+            entry.yardstick = beside
             entries.append(entry)
         if len(questions) > 1 and not args.json:
             print(f"Scores: {score_summary(entries)}.", flush=True)

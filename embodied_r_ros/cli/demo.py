@@ -20,8 +20,9 @@
    reader answer, with the scores at the end; ``OUT/report.html`` shows the key frames, descriptions,
    reasoning, the yardstick's answers and latencies.
 
-Each step is the same command a user runs by hand; the node and the player are separate processes, so the
-messages really cross DDS.
+Each step is the same command a user runs by hand, in its own process, so the messages really cross DDS;
+the scene, its ground-truth perception and the yardstick come from the training package's commands and
+entry points (``embodied-r demo --core`` runs without it).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ import sys
 import time
 from pathlib import Path
 
-from .main import INSTALL_HINT
-
 DEMO_SEED = 0
+# Where `embodied-r synth --out OUT` writes its first scene (bag, questions.jsonl, scene.json, preview.png).
+SCENE_DIR = "scene_0000"
 # What training/experiments/reasoner.py keeps (committed): adapters and held-out evaluations.
 KEPT_REASONERS = Path("results/reasoner")
 # Where the demo merges the kept SFT adapter into SmolLM2 (a few seconds, once).
@@ -52,14 +53,6 @@ SMOKE_BANNER = (
     "the parsing are all real, but the descriptions and answers are noise. For real answers:\n"
     "make demo VLM=Qwen/Qwen2.5-VL-7B-Instruct LM=Qwen/Qwen2.5-3B-Instruct (models on disk, a GPU helps)."
 )
-
-
-def _size(text: str) -> tuple[int, int]:
-    """``--size WxH``, read by ``embodied-r synth``'s own parser (imported when the flag is given, so that
-    ``embodied-r demo --core`` runs without the training package)."""
-    from .synth import size_type
-
-    return size_type(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -99,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of synthetic video")
     parser.add_argument(
-        "--size", type=_size, default=(320, 240), metavar="WxH", help="synthetic camera size (320x240)"
+        "--size", default="320x240", metavar="WxH", help="synthetic camera size (320x240)"
     )
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
     parser.add_argument(
@@ -194,16 +187,6 @@ def run_demo(args: argparse.Namespace) -> int:
         from .demo_core import run_core_demo
 
         return run_core_demo(args)
-    try:  # the synthetic world is the training package's; the core demo above runs without it
-        from embodied_r_training.synth.generate import SynthConfig, synthesize
-    except ImportError as exc:
-        print(
-            f"embodied-r demo: error: the ROS demo renders its scene with embodied_r_training, which is not "
-            f"importable ({exc}): {INSTALL_HINT}; `embodied-r demo --core` runs without it",
-            file=sys.stderr,
-        )
-        return 2
-
     from ..testing.tiny_models import default_tiny_models_dir
 
     smoke = args.smoke
@@ -214,14 +197,20 @@ def run_demo(args: argparse.Namespace) -> int:
     if smoke:
         print("=" * 100 + "\n" + SMOKE_BANNER + "\n" + "=" * 100, flush=True)
     out = args.out
-    width, height = args.size
-    config = SynthConfig(
-        out=out, seed=DEMO_SEED, width=width, height=height, duration_s=args.duration, preview=True
-    )
-    if config.scene_dir(0).exists():
-        shutil.rmtree(config.scene_dir(0))  # the demo's own output from an earlier run
+    scene_dir = out / SCENE_DIR
+    if scene_dir.exists():
+        shutil.rmtree(scene_dir)  # the demo's own output from an earlier run
     print(f"[1/4] rendering a synthetic scene into {out} ...", flush=True)
-    scene_dir = synthesize(config)[0].directory
+    synth_cmd = [*_command(), "synth", "--out", str(out), "--seed", str(DEMO_SEED), "--size", args.size]
+    synth_cmd += ["--duration", str(args.duration), "--preview"]
+    synth = subprocess.run(synth_cmd, stdout=subprocess.PIPE, text=True, check=False)  # errors pass through
+    if synth.returncode != 0:
+        print(
+            f"embodied-r demo: error: rendering the scene failed (exit {synth.returncode}); "
+            "`embodied-r demo --core` runs without the training package",
+            file=sys.stderr,
+        )
+        return 2
     questions = pick_questions(scene_dir / "questions.jsonl", args.questions)
     asked = out / "demo_questions.jsonl"
     asked.write_text("".join(json.dumps(q) + "\n" for q in questions))

@@ -1,11 +1,13 @@
 """The ``embodied-r`` command: one entry point, one subcommand per job.
 
-:data:`COMMANDS` maps each subcommand to its module in this package (the command layer: argparse lives
-here, the library modules it calls take config objects); the module's ``register(subparsers)`` adds its
-parser with ``set_defaults(func=...)``. Only the named command's module is imported, so ``embodied-r run``
-(the node) works where only the node's dependencies are installed: the training commands' modules import
-``embodied_r_training`` and need the ``training`` extras (TRL, datasets, rosbags). ``embodied-r --help``
-imports them all and lists the ones that cannot be imported as unavailable, naming what is missing.
+:data:`COMMANDS` maps the node's subcommands to their modules in this package (the command layer: argparse
+lives here, the library modules it calls take config objects); installed packages add theirs through the
+entry-point group ``embodied_r_ros.commands`` (:mod:`embodied_r_ros.plugins`, docs/plugins.md), as the
+training package adds synth, prepare, train, eval, ... Each command's ``register(subparsers)`` adds its
+parser with ``set_defaults(func=...)``. Only the named command's code is imported, so ``embodied-r run``
+(the node) works where only the node's dependencies are installed. ``embodied-r --help`` imports them all
+and lists the ones that cannot be imported as unavailable, naming what is missing, and the training
+package's commands as unavailable where it is not installed.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import logging
 import sys
 from typing import Callable, Sequence
 
-from .. import __version__
+from .. import __version__, plugins
 
-# Subcommand -> its module, in the order ``embodied-r --help`` lists them.
+# The node's subcommands -> their modules, in the order ``embodied-r --help`` lists them (the installed
+# packages' commands follow).
 COMMANDS: dict[str, str] = {
     "tiny-models": "embodied_r_ros.cli.models",
     "models": "embodied_r_ros.cli.models",
@@ -26,15 +29,15 @@ COMMANDS: dict[str, str] = {
     "run": "embodied_r_ros.cli.run",
     "ask": "embodied_r_ros.cli.ask",
     "play": "embodied_r_ros.cli.play",
-    "synth": "embodied_r_ros.cli.synth",
-    "import-video": "embodied_r_ros.cli.import_video",
-    "prepare": "embodied_r_ros.cli.prepare",
-    "train": "embodied_r_ros.cli.train",
-    "eval": "embodied_r_ros.cli.evaluate",
-    "compare": "embodied_r_ros.cli.compare",
 }
-# What a user installs when a command's module cannot be imported.
+# The commands this project's training package adds (its entry points, training/setup.cfg), named here only
+# so that where that package is not installed, the help lists them and running one says what to install.
+TRAINING_COMMANDS = ("synth", "import-video", "prepare", "train", "eval", "compare")
+TRAINING_PACKAGE = "embodied_r_training"
+# What a user installs when a command's code cannot be imported.
 INSTALL_HINT = "pip install '.[training]' (or `make build`, which installs everything)"
+
+Register = Callable[[argparse._SubParsersAction], None]
 
 
 def _requested_command(argv: Sequence[str]) -> str | None:
@@ -49,7 +52,7 @@ def _requested_command(argv: Sequence[str]) -> str | None:
 
 
 def _unavailable(command: str, missing: str) -> Callable[[argparse.Namespace], int]:
-    """The function of a command whose module cannot be imported: it prints the fix and returns 2."""
+    """The function of a command whose code cannot be imported: it prints the fix and returns 2."""
 
     def fail(args: argparse.Namespace) -> int:
         print(
@@ -62,8 +65,32 @@ def _unavailable(command: str, missing: str) -> Callable[[argparse.Namespace], i
     return fail
 
 
+def _add_unavailable(sub: argparse._SubParsersAction, command: str, missing: str) -> None:
+    """List ``command`` as unavailable; running it prints what to install."""
+    placeholder = sub.add_parser(
+        command, help=f"[unavailable: needs {missing}]", add_help=False, prefix_chars="\0"
+    )
+    placeholder.add_argument("rest", nargs=argparse.REMAINDER)
+    placeholder.set_defaults(func=_unavailable(command, missing))
+
+
+def _registrars() -> dict[str, Callable[[], Register]]:
+    """Every command name -> how to import its ``register`` (imports nothing yet): the node's, then the
+    installed packages' (the training package's in the order of a training run, then the others by name;
+    a name the node has already is left out)."""
+    found: dict[str, Callable[[], Register]] = {
+        name: (lambda module=module: importlib.import_module(module).register)
+        for name, module in COMMANDS.items()
+    }
+    order = {name: i for i, name in enumerate(TRAINING_COMMANDS)}
+    entries = plugins.entry_points(plugins.COMMAND_GROUP)
+    for entry in sorted(entries, key=lambda e: (order.get(e.name, len(order)), e.name)):
+        found.setdefault(entry.name, lambda entry=entry: plugins.load(entry))
+    return found
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser of ``embodied-r``. With ``argv`` naming a known command, only that command's module is
+    """The parser of ``embodied-r``. With ``argv`` naming a known command, only that command's code is
     imported; otherwise (``--help``, a typo) all are, unimportable ones listed as unavailable."""
     parser = argparse.ArgumentParser(
         prog="embodied-r",
@@ -73,28 +100,31 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    registrars = _registrars()
+    not_installed = {name: TRAINING_PACKAGE for name in TRAINING_COMMANDS if name not in registrars}
     requested = _requested_command(sys.argv[1:] if argv is None else argv)
-    names = [requested] if requested in COMMANDS else list(COMMANDS)
-    registered: set[str] = set()
+    if requested in registrars:
+        names = [requested]
+    elif requested in not_installed:
+        names = []
+        not_installed = {requested: not_installed[requested]}
+    else:
+        names = list(registrars)
+    registered: set[Register] = set()
     for name in names:
-        module_name = COMMANDS[name]
-        if module_name in registered:
-            continue
         try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            missing = (exc.name or module_name).split(".")[0]
+            register = registrars[name]()
+        except ImportError as exc:  # plugins.PluginUnavailable, or a module of the node's commands
+            missing = getattr(exc, "missing", None) or (exc.name or COMMANDS.get(name, name)).split(".")[0]
             if missing.startswith("embodied_r_ros"):
                 raise  # a bug in this package, not a missing dependency
-            for command in (c for c, m in COMMANDS.items() if m == module_name and c in names):
-                placeholder = sub.add_parser(
-                    command, help=f"[unavailable: needs {missing}]", add_help=False, prefix_chars="\0"
-                )
-                placeholder.add_argument("rest", nargs=argparse.REMAINDER)
-                placeholder.set_defaults(func=_unavailable(command, missing))
-        else:
-            module.register(sub)
-        registered.add(module_name)
+            _add_unavailable(sub, name, missing)
+            continue
+        if register not in registered:  # one module may add several commands (models, tiny-models)
+            register(sub)
+            registered.add(register)
+    for name, package in not_installed.items():
+        _add_unavailable(sub, name, package)
     return parser
 
 

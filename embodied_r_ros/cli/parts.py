@@ -1,9 +1,10 @@
 """The application's parts: which perceivers exist, and the pipeline and node made with them.
 
-The only place that chooses perceivers: the core's (``vlm``), plus the training package's (``ground_truth``)
-where it is installed. ``embodied-r run``, ``embodied-r demo`` and the node's executable (``embodied_r_node``,
-which ``ros2 run`` and the launch file start) all go through here; the core and the ROS layer take the
-registry they are given.
+The only place that chooses perceivers: the core's (``vlm``) and those installed packages add through the
+entry-point group ``embodied_r_ros.perceivers`` (the training package's ``ground_truth``:
+:func:`~embodied_r_ros.perceivers.installed_perceivers`). ``embodied-r run``, ``embodied-r demo`` and the
+node's executable (``embodied_r_node``, which ``ros2 run`` and the launch file start) all go through here;
+the core and the ROS layer take the registry they are given.
 """
 
 from __future__ import annotations
@@ -11,31 +12,23 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..config import PipelineConfig
-from ..perceivers import PerceiverRegistry, core_perceivers
+from ..perceivers import INSTALL_HINT, PerceiverRegistry, installed_perceivers
 from ..pipeline import EmbodiedR
 
-# What a user installs for the perceivers of the training package.
-TRAINING_INSTALL_HINT = (
-    "install the whole project (`pip install .` in the repository, or build it with colcon), or use "
-    "perception.perceiver: vlm"
-)
+# This project's perceiver from the training package, named so that asking for it where that package is not
+# installed says what to install (where it is, its entry point registers it).
+GROUND_TRUTH = "ground_truth"
 
 
 def perceivers() -> PerceiverRegistry:
-    """The core's perceivers and, when the training package can be imported, its ground truth."""
-    registry = core_perceivers()
-    try:  # imported here, so that `embodied-r run` needs no training dependencies
-        from embodied_r_training.perceivers import register
-    except ImportError as exc:
-        if (exc.name or "").startswith("embodied_r_ros"):
-            raise  # a bug in this package, not a missing dependency
+    """The core's perceivers and the installed packages' (ground truth where the training package is)."""
+    registry = installed_perceivers()
+    if GROUND_TRUTH not in registry.names():
         registry.unavailable(
-            "ground_truth",
-            f"it needs the package embodied_r_training (the synthetic world and its renderer), which is not "
-            f"importable ({exc}); {TRAINING_INSTALL_HINT}",
+            GROUND_TRUTH,
+            "it comes with the package embodied_r_training (the synthetic world and its renderer), which is "
+            f"not installed; {INSTALL_HINT}",
         )
-        return registry
-    register(registry)
     return registry
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..frames import NS_PER_S
 from ..reasoning.answers import extract_choice, extract_number, mean_relative_accuracy
 from ..reasoning.options import option_letter
-from .yardstick import YardstickAnswers
+from ..reasoning.yardstick import YardstickAnswers
 
 THUMBNAIL_SIDE = 320
 

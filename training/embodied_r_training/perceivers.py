@@ -2,8 +2,9 @@
 
 Ground-truth perception (:mod:`.synth.ground_truth`) is a measuring instrument, never a VLM: for bags of
 ``embodied-r synth`` it says what a perfect VLM would say, computed from the scene's geometry
-(``perception.scene``: the ``scene.json`` beside the bag). The application adds it to its registry with
-:func:`register` (``embodied_r_ros.cli.parts``); the core never imports it.
+(``perception.scene``: the ``scene.json`` beside the bag). :func:`register` is this package's entry point
+of group ``embodied_r_ros.perceivers`` (training/setup.cfg): registries built from the installed packages
+(:func:`embodied_r_ros.perceivers.installed_perceivers`) hold it; the core never imports it.
 """
 
 from __future__ import annotations

@@ -473,5 +473,5 @@ def _config_record(config: TrainConfig) -> dict[str, Any]:
 if __name__ == "__main__":  # the command moved out of this library module; say where instead of doing nothing
     raise SystemExit(
         "embodied_r_training.rl.train is a library module: run `embodied-r train` or "
-        "`python -m embodied_r_ros.cli.train` (what `accelerate launch -m` runs on every GPU)"
+        "`python -m embodied_r_training.commands.train` (what `accelerate launch -m` runs on every GPU)"
     )

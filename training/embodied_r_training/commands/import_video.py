@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embodied_r_training.data.import_video import ImportConfig, import_videos
+from embodied_r_ros.cli.flags import add_config_flags, config_from_flags
 
-from .flags import add_config_flags, config_from_flags
+from ..data.import_video import ImportConfig, import_videos
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

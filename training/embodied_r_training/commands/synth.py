@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import argparse
 
-from embodied_r_training.synth.generate import SynthConfig, parse_size, synthesize
-from embodied_r_training.synth.mission import MissionConfig
-from embodied_r_training.synth.mission_writer import write_mission
+from embodied_r_ros.cli.flags import (
+    add_config_flags,
+    argument_type,
+    config_flags,
+    config_from_flags,
+    flag_fields,
+)
+from embodied_r_ros.config import ConfigError
 
-from ..config import ConfigError
-from .flags import add_config_flags, argument_type, config_flags, config_from_flags, flag_fields
+from ..synth.generate import SynthConfig, parse_size, synthesize
+from ..synth.mission import MissionConfig
+from ..synth.mission_writer import write_mission
 
 # ``--size WxH`` for argparse: parse_size's message is the argument's error.
 size_type = argument_type(parse_size)

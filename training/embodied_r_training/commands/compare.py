@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embodied_r_training.eval.compare import compare, comparison_markdown, load_run, write_comparison
+from ..eval.compare import compare, comparison_markdown, load_run, write_comparison
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

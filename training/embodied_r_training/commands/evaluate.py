@@ -8,10 +8,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from embodied_r_training.eval.evaluate import EvalConfig, metrics_markdown, run_eval
+from embodied_r_ros.cli.flags import add_config_flags, flag_fields
+from embodied_r_ros.config import BACKENDS, ModelConfig
 
-from ..config import BACKENDS, ModelConfig
-from .flags import add_config_flags, flag_fields
+from ..eval.evaluate import EvalConfig, metrics_markdown, run_eval
 
 # The fields of EvalConfig that have a flag here, in the order of the help (--out, --vlm, --vlm-backend and
 # --reference are this command's own).
@@ -60,7 +60,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     """Run ``embodied-r eval``: 0 when every record was evaluated, 1 when any was skipped."""
     config = config_from_args(args)
     if config.train_log is not None:
-        from embodied_r_training.eval.plots import load_log_history
+        from ..eval.plots import load_log_history
 
         load_log_history(config.train_log)  # a bad --train-log fails before any model is loaded
     result = run_eval(config)

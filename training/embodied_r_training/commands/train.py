@@ -1,8 +1,8 @@
 """``embodied-r train``: the command line of :mod:`embodied_r_training.rl.train` (GRPO or SFT of the
 reasoning LM from a training YAML, :mod:`embodied_r_training.rl.train_config`).
 
-``python -m embodied_r_ros.cli.train --config ...`` runs the same command without ``embodied-r``'s other
-options: what ``accelerate launch -m`` starts on every GPU.
+``python -m embodied_r_training.commands.train --config ...`` runs the same command without
+``embodied-r``'s other options: what ``accelerate launch -m`` starts on every GPU.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from embodied_r_training.rl.train import NODE_PARAMS, train
-from embodied_r_training.rl.train_config import load_train_config
+from embodied_r_ros.config import ConfigError
 
-from ..config import ConfigError
+from ..rl.train import NODE_PARAMS, train
+from ..rl.train_config import load_train_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Train the reasoning LM with GRPO and the paper's staged format/accuracy/consistency rewards. "
             "Configs live in training/configs/ (embodied_r.yaml: the paper's settings; cpu_smoke.yaml: a "
             "few CPU steps of the tiny model). Multi-GPU: accelerate launch --config_file "
-            "training/configs/accelerate_zero3.yaml -m embodied_r_ros.cli.train --config ..."
+            "training/configs/accelerate_zero3.yaml -m embodied_r_training.commands.train --config ..."
         ),
     )
     add_arguments(parser)
@@ -59,9 +59,10 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m embodied_r_ros.cli.train`` (what ``accelerate launch -m`` runs on every GPU)."""
+    """``python -m embodied_r_training.commands.train`` (what ``accelerate launch -m`` runs on every GPU)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="embodied_r_ros.cli.train", description="GRPO training")
+    prog = "embodied_r_training.commands.train"
+    parser = argparse.ArgumentParser(prog=prog, description="GRPO training")
     add_arguments(parser)
     try:
         return run_train_command(parser.parse_args(argv))

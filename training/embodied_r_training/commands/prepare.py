@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embodied_r_training.data.prepare import PrepareConfig, run_prepare, summary_table, write_dataset
-from embodied_r_training.perceivers import GROUND_TRUTH
-from embodied_r_training.synth.ground_truth import DEFAULT_SCENE_FILE
+from embodied_r_ros.cli.flags import add_config_flags, config_from_flags
+from embodied_r_ros.config import VLM_PERCEIVER, ConfigError
 
-from ..config import VLM_PERCEIVER, ConfigError
-from .flags import add_config_flags, config_from_flags
+from ..data.prepare import PrepareConfig, run_prepare, summary_table, write_dataset
+from ..perceivers import GROUND_TRUTH
+from ..synth.ground_truth import DEFAULT_SCENE_FILE
 
 # The fields of PrepareConfig that have a flag here, in the order of the help.
 FLAG_FIELDS = (
