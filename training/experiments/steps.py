@@ -128,7 +128,10 @@ PLUMBING = (
     "embodied_r_training",
     "embodied_r_ros.config",  # parsing configs: the resolved config and the arguments are inputs
     "embodied_r_ros.cli.*",  # the command line: its arguments are inputs
+    "embodied_r_training.commands.*",
+    "embodied_r_ros.plugins",  # finding the installed commands, backends and perceivers by name
     "embodied_r_ros.backends",  # choosing a backend by its name: the name is an input
+    "embodied_r_ros.backends.registry",
     "embodied_r_ros.backends.loading",  # finding a model's folder: its files are an input
     "embodied_r_training.eval.plots",  # pictures, not kept
 )
