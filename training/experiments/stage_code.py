@@ -10,10 +10,11 @@ modules (:mod:`steps`); their identity is the set of their functions and classes
   by value, however they are spelled or built: ``"[A-Z]"`` or a character class built from
   ``OPTION_LETTERS``; imported ones too), and the syntax of any other module-level assignment it reads.
 
-Imports count for nothing: what they bring is counted in the module that defines it, when that module is
-part of the stage, or by value, when it is a constant. A constant nothing reads counts for nothing.
-Definitions are compared by name, not by file, so a module that moves or a function that moves between two
-of the stage's modules leaves the identity as it was; a changed body, constant, signature or name changes
+Imports count for nothing (a lazy one in a function's body neither): what they bring is counted in the module
+that defines it, when that module is part of the stage, or by value, when it is a constant. Nor does an ``if
+__name__ == "__main__":`` block, which never runs when a stage imports the module, or a constant nothing
+reads. Definitions are compared by name, not by file, so a module that moves or a function that moves between
+two of the stage's modules leaves the identity as it was; a changed body, constant, signature or name changes
 it, and :func:`code_changes` names the functions and classes that differ. Top-level statements other than
 definitions, assignments and imports count under ``<top-level of MODULE>``.
 
@@ -59,7 +60,8 @@ def _plain_value(value: Any) -> str | None:
 
 
 class _NoDocstrings(ast.NodeTransformer):
-    """Removes the docstring of every function, class and module in a tree."""
+    """Removes the docstring of every function, class and module in a tree, and every import (a lazy one in
+    a function's body too: what it brings is counted where it is defined)."""
 
     def _strip(self, node: Any) -> Any:
         self.generic_visit(node)
@@ -69,7 +71,11 @@ class _NoDocstrings(ast.NodeTransformer):
                 node.body = body[1:] or [ast.Pass()]
         return node
 
-    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _strip  # noqa: N815 (ast's visitor names)
+    def _drop(self, node: ast.AST) -> None:
+        return None
+
+    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _strip  # noqa: N815
+    visit_Import = visit_ImportFrom = _drop  # noqa: N815
 
 
 def _digest(text: str) -> str:
@@ -127,13 +133,23 @@ def module_definitions(module_name: str) -> dict[str, str]:
             node, (ast.Import, ast.ImportFrom, ast.Pass, ast.Assign, ast.AnnAssign, ast.AugAssign)
         ):
             continue
-        elif isinstance(node, ast.If) and _only_imports(node):
-            continue  # `if TYPE_CHECKING: import ...`
+        elif isinstance(node, ast.If) and (_only_imports(node) or _is_main_guard(node)):
+            continue  # `if TYPE_CHECKING: import ...`; `if __name__ == "__main__":` never runs on import
         else:
             loose.append(ast.dump(node))
     if loose:
         found[f"<top-level of {module_name}>"] = _digest("\n".join(loose))
     return found
+
+
+def _is_main_guard(node: ast.If) -> bool:
+    test = node.test
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _only_imports(node: ast.If) -> bool:

@@ -88,7 +88,6 @@ TRAINER_CODE = (
     "embodied_r_training.rl.staged_reward",
     "embodied_r_training.rl.curriculum",
     "embodied_r_training.rl.option_rotation",
-    "embodied_r_training.data.schema",
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
@@ -102,7 +101,6 @@ EVALUATOR_CODE = (
     "embodied_r_training.eval.evaluate",
     "embodied_r_training.eval.stats",
     "embodied_r_training.rl.rewards",
-    "embodied_r_training.data.schema",
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
@@ -133,6 +131,7 @@ PLUMBING = (
     "embodied_r_ros.backends",  # choosing a backend by its name: the name is an input
     "embodied_r_ros.backends.registry",
     "embodied_r_ros.backends.loading",  # finding a model's folder: its files are an input
+    "embodied_r_training.data.schema",  # reading the prepared split: its rows are an input
     "embodied_r_training.eval.plots",  # pictures, not kept
 )
 # The libraries whose versions a result depends on.
