@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   - venv + build + the demo (tiny random-weight models unless VLM=... LM=... are given)
+#   make demo   - venv + build + the demo (the kept reasoner on SmolLM2, ground-truth perception; VLM=... LM=...
+#                 choose models)
 #   make test   - venv + build + the test suite
 # A second run reuses the venv and the colcon build and starts in seconds.
 
