@@ -11,12 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.eval.oracle import oracle_answer, question_task
 from embodied_r_training.synth.answerable import AnswerableScreen, is_correct
-from embodied_r_training.synth.questions import TASKS, QuestionConfig, generate_questions
+from embodied_r_training.synth.questions import generate_questions
 from embodied_r_training.synth.trajectory import plan_trajectory
 from embodied_r_training.synth.visibility import Visibility
 from embodied_r_training.synth.world import generate_world
+from embodied_r_training.tasks.oracle import oracle_answer, question_task
+from embodied_r_training.tasks.registry import TASK_NAMES as TASKS
+from embodied_r_training.tasks.scene import QuestionConfig
 
 from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import KeyFrameConfig

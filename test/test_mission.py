@@ -16,13 +16,10 @@ from embodied_r_training.data.bag_reader import BagReader
 from embodied_r_training.synth.ground_truth import GroundTruthError, GroundTruthPerceiver
 from embodied_r_training.synth.mission import HALL, ROOM, MissionConfig, plan_mission
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth, is_mission_file
-from embodied_r_training.synth.mission_questions import (
-    KINDS,
-    MissionQuestionConfig,
-    format_mission_time,
-)
 from embodied_r_training.synth.mission_writer import MissionResult, write_mission
 from embodied_r_training.synth.trajectory import Trajectory
+from embodied_r_training.tasks.mission.context import MissionQuestionConfig, format_mission_time
+from embodied_r_training.tasks.registry import MISSION_TASK_NAMES as KINDS
 from synth_helpers import odom_pose, read_bag
 
 from embodied_r_ros.config import ConfigError

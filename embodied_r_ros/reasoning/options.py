@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# A regular expression's character class that matches one option letter.
+OPTION_LETTER_PATTERN = f"[{OPTION_LETTERS}]"
 
 
 def option_letter(index: int) -> str:

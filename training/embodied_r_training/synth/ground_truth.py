@@ -72,11 +72,10 @@ from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.perception import Description, PerceptionQuery, parse_descriptions
 from embodied_r_ros.poses.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 
-from .questions import plural
 from .render import CameraModel, Renderer
 from .trajectory import CLIMB, FLY, LOOK, TURN, WALK, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION
-from .world import INDOOR, SceneObject, World
+from .world import INDOOR, SceneObject, World, plural
 
 logger = logging.getLogger(__name__)
 
