@@ -4,6 +4,7 @@ read back, its sightings, questions and evidence checked against the mission's o
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import json
 import math
 import re
@@ -60,6 +61,17 @@ def test_a_short_mission_has_every_kind_of_question(mission) -> None:
     # Every window is the whole mission.
     stamps = _frame_stamps(CONFIG)
     assert {(q.start_ns, q.end_ns) for q in questions} == {(stamps[0], stamps[-1])}
+
+
+# sha256 of the short mission's questions.jsonl and mission.json (questions, evidence, counts): a change to
+# the mission tasks or their driver that alters them must do it on purpose, updating this and saying why.
+MISSION_DIGEST = "47b32cf8358014e2234c2f98e5dac6d2cab9d8cf87af1746160370f293dcfbb7"
+
+
+def test_the_mission_questions_stay_the_same(mission) -> None:
+    out, _ = mission
+    digest = hashlib.sha256((out / "questions.jsonl").read_bytes() + (out / "mission.json").read_bytes())
+    assert digest.hexdigest() == MISSION_DIGEST, f"the mission's questions changed: now {digest.hexdigest()}"
 
 
 def test_the_same_seed_gives_the_same_mission_and_another_seed_another(mission, tmp_path: Path) -> None:
