@@ -4,6 +4,7 @@ ids that no other seed or environment repeats."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embodied_r_training.eval.oracle import oracle_answer, question_task
 from embodied_r_training.synth.answerable import AnswerableScreen, is_correct
-from embodied_r_training.synth.questions import TASKS, QuestionConfig, generate_questions
+from embodied_r_training.synth.questions import generate_questions
 from embodied_r_training.synth.trajectory import plan_trajectory
 from embodied_r_training.synth.visibility import Visibility
 from embodied_r_training.synth.world import generate_world
+from embodied_r_training.tasks.oracle import oracle_answer, oracle_trace, question_task
+from embodied_r_training.tasks.registry import TASK_NAMES as TASKS
+from embodied_r_training.tasks.scene import QuestionConfig
 
 from embodied_r_ros.cli.main import main
 from embodied_r_ros.config import KeyFrameConfig
@@ -64,6 +67,27 @@ def test_the_oracle_answers_every_prepared_question_from_its_prompt(prepared: di
     ), scores.keys()
     for task, values in scores.items():
         assert np.mean(values) >= 0.95, (task, values)
+
+
+# sha256 of what the `prepared` sets hold: the questions and scenes synth wrote (questions.jsonl,
+# scene.json, generation.json) and the oracle's reasoning and answer for every prepared prompt. Kept training
+# results are keyed by these bytes (their data, and their SFT targets: the oracle's traces), so a change that
+# alters them must do it on purpose: it updates these digests and says why (kept results are recomputed).
+SYNTH_DIGEST = "1b2579fb2375dd973b16e8cf03518df82fa55539024142d6b1e30e8f6d6bc9d8"
+TRACES_DIGEST = "43f9b85353a5759a7c6a56ea46d2f5c42d3455cc5eeb05b5925ece987c28ef02"
+
+
+def test_synth_output_and_oracle_traces_stay_the_same(prepared: dict[str, Path]) -> None:
+    synth, traces = hashlib.sha256(), hashlib.sha256()
+    for directory in prepared.values():
+        for path in sorted((directory / "synth").rglob("*")):
+            if path.name in ("questions.jsonl", "scene.json", "generation.json"):
+                synth.update(f"{path.relative_to(directory.parent)}\0".encode() + path.read_bytes())
+        for record in sorted(records(directory), key=lambda r: r["id"]):
+            trace = oracle_trace(record["prompt"][1]["content"])
+            traces.update((json.dumps([record["id"], trace], ensure_ascii=False) + "\n").encode())
+    assert synth.hexdigest() == SYNTH_DIGEST, f"what synth writes changed: now {synth.hexdigest()}"
+    assert traces.hexdigest() == TRACES_DIGEST, f"the oracle's traces changed: now {traces.hexdigest()}"
 
 
 def test_the_generator_screens_the_prompts_prepare_builds(prepared: dict[str, Path]) -> None:

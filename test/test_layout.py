@@ -150,3 +150,103 @@ def test_option_letters_are_defined_once():
         if text in path.read_text(encoding="utf-8")
     ]
     assert found == []
+
+
+# Training's layers, lowest first: a module imports from its own layer and the ones below, never from one
+# above. synth/ holds two of them: the simulator (worlds, camera paths, rendering, bags, ground-truth
+# perception), which the rest builds on, and question generation (the drivers that ask the tasks' questions,
+# the answerable screen, the writers behind `embodied-r synth`), which builds on the tasks and on data.
+SYNTH_GENERATION = (
+    "synth.questions",
+    "synth.mission_questions",
+    "synth.answerable",
+    "synth.generate",
+    "synth.mission_writer",
+    "synth.synthetic_dataset",
+)
+TRAINING_LAYERS = (
+    ("simulator", ("synth",)),  # every synth module but the generation ones
+    ("data", ("data", "perceivers")),  # bags, prepare, the record schema; ground truth as a perceiver
+    ("tasks", ("tasks",)),  # question tasks (template, generator, solver) and the oracles
+    ("generation", SYNTH_GENERATION),
+    ("rl", ("rl",)),  # rewards, warm start, GRPO and SFT
+    ("eval", ("eval",)),  # the yardstick (it grades with rl's rewards), baselines, mission answers
+)
+
+
+def _training_layer(name: str) -> int | None:
+    """The index in TRAINING_LAYERS of the training module (or imported name) ``name``: its most specific
+    prefix decides (synth.questions is generation, synth.world the simulator); None outside training."""
+    parts = name.split(".")
+    if parts[0] != TRAINING.name or len(parts) == 1:
+        return None
+    relative = ".".join(parts[1:])
+    found = [
+        (len(prefix), layer)
+        for layer, (_, prefixes) in enumerate(TRAINING_LAYERS)
+        for prefix in prefixes
+        if relative == prefix or relative.startswith(prefix + ".")
+    ]
+    return max(found)[1] if found else None
+
+
+def test_every_training_module_belongs_to_a_layer():
+    modules = [_module_name(p) for p in _files(TRAINING)]
+    assert len(modules) > 60
+    assert [m for m in modules if m != TRAINING.name and _training_layer(m) is None] == []
+    assert [_training_layer(f"embodied_r_training.{m}") for m in ("synth.world", "synth.questions")] == [0, 3]
+
+
+def test_training_layers_import_only_downwards():
+    bad = []
+    for path in _files(TRAINING):
+        own = _training_layer(_module_name(path))
+        for imported in _imports(path):
+            layer = _training_layer(imported)
+            if own is not None and layer is not None and layer > own:
+                names = TRAINING_LAYERS[own][0], TRAINING_LAYERS[layer][0]
+                bad.append(f"{path.relative_to(ROOT)} ({names[0]}) imports {imported} ({names[1]})")
+    assert sorted(bad) == []
+
+
+def _training_imports() -> dict[str, set[str]]:
+    """Per training module, the training modules it imports (a name inside a module counts as the module)."""
+    modules = {_module_name(p): p for p in _files(TRAINING)}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for imported in _imports(path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                found.add(imported)
+        graph[name] = found
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (its modules, in order), or [] when there is none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        if name in path:
+            return path[path.index(name) :]
+        if name in done:
+            return []
+        path.append(name)
+        for imported in sorted(graph[name]):
+            if found := visit(imported):
+                return found
+        path.pop()
+        done.add(name)
+        return []
+
+    return next((found for name in sorted(graph) if (found := visit(name))), [])
+
+
+def test_training_modules_import_each_other_without_cycles():
+    graph = _training_imports()
+    assert "embodied_r_training.tasks.scene" in graph["embodied_r_training.tasks.appearance_order"]
+    assert _cycle(graph) == []
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c"]  # the check finds a cycle

@@ -4,6 +4,7 @@ read back, its sightings, questions and evidence checked against the mission's o
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import json
 import math
 import re
@@ -16,13 +17,10 @@ from embodied_r_training.data.bag_reader import BagReader
 from embodied_r_training.synth.ground_truth import GroundTruthError, GroundTruthPerceiver
 from embodied_r_training.synth.mission import HALL, ROOM, MissionConfig, plan_mission
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth, is_mission_file
-from embodied_r_training.synth.mission_questions import (
-    KINDS,
-    MissionQuestionConfig,
-    format_mission_time,
-)
 from embodied_r_training.synth.mission_writer import MissionResult, write_mission
 from embodied_r_training.synth.trajectory import Trajectory
+from embodied_r_training.tasks.mission.context import MissionQuestionConfig, format_mission_time
+from embodied_r_training.tasks.registry import MISSION_TASK_NAMES as KINDS
 from synth_helpers import odom_pose, read_bag
 
 from embodied_r_ros.config import ConfigError
@@ -63,6 +61,17 @@ def test_a_short_mission_has_every_kind_of_question(mission) -> None:
     # Every window is the whole mission.
     stamps = _frame_stamps(CONFIG)
     assert {(q.start_ns, q.end_ns) for q in questions} == {(stamps[0], stamps[-1])}
+
+
+# sha256 of the short mission's questions.jsonl and mission.json (questions, evidence, counts): a change to
+# the mission tasks or their driver that alters them must do it on purpose, updating this and saying why.
+MISSION_DIGEST = "47b32cf8358014e2234c2f98e5dac6d2cab9d8cf87af1746160370f293dcfbb7"
+
+
+def test_the_mission_questions_stay_the_same(mission) -> None:
+    out, _ = mission
+    digest = hashlib.sha256((out / "questions.jsonl").read_bytes() + (out / "mission.json").read_bytes())
+    assert digest.hexdigest() == MISSION_DIGEST, f"the mission's questions changed: now {digest.hexdigest()}"
 
 
 def test_the_same_seed_gives_the_same_mission_and_another_seed_another(mission, tmp_path: Path) -> None:

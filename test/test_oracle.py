@@ -4,7 +4,8 @@ a changed text changes the answer, and missing evidence gives no answer."""
 from __future__ import annotations
 
 import pytest
-from embodied_r_training.eval.oracle import oracle_answer, oracle_trace, question_task, read_prompt
+from embodied_r_training.tasks.oracle import oracle_answer, oracle_trace, question_task
+from embodied_r_training.tasks.reading import read_prompt
 
 from embodied_r_ros.reasoning.prompts import reasoning_prompt
 

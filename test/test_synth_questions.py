@@ -8,21 +8,21 @@ import math
 
 import numpy as np
 import pytest
-from embodied_r_training.synth.questions import (
-    TASKS,
-    QuestionConfig,
+from embodied_r_training.synth.questions import generate_questions
+from embodied_r_training.synth.render import CameraModel, Renderer
+from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
+from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
+from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
+from embodied_r_training.tasks.geometry import (
     closest_object,
     direction_angle,
-    generate_questions,
     object_distance,
     relative_direction,
     route_turns,
     turn_label,
 )
-from embodied_r_training.synth.render import CameraModel, Renderer
-from embodied_r_training.synth.trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory
-from embodied_r_training.synth.visibility import Visibility, VisibilityRecorder
-from embodied_r_training.synth.world import BOX, CYLINDER, INDOOR, Room, SceneObject, World, generate_world
+from embodied_r_training.tasks.registry import TASK_NAMES as TASKS
+from embodied_r_training.tasks.scene import QuestionConfig
 
 from embodied_r_ros.question_file import MC, NUMERIC, Question, bag_path, read_questions, write_questions
 from embodied_r_ros.reasoning.options import OPTION_LETTERS

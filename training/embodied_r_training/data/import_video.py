@@ -41,8 +41,7 @@ from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import MC, NUMERIC, Question, write_questions
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 
-from ..synth.bag_writer import BagOptions, SceneBagWriter
-from ..synth.generate import BAG_DIR, DEFAULT_START_S
+from ..synth.bag_writer import BAG_DIR, DEFAULT_START_S, BagOptions, SceneBagWriter
 from ..synth.render import CameraModel
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ retrieval missed the evidence" from "the prompt cannot carry the answer".
 Systems (scored with the yardstick's functions, :mod:`.evaluate`: MC accuracy, numeric MRA, 95 %
 bootstrap intervals):
 
-* ``oracle``: :mod:`.mission_oracle` reads only the prompt's text (never mission.json); an abstention
+* ``oracle``: :mod:`..tasks.mission.oracle` reads only the prompt's text (never mission.json); an abstention
   scores 0 and is counted (``answered``);
 * ``oracle-evidence``: the same reader over the evidence key frames' prompt;
 * ``options-only`` (:mod:`.baselines`, its rules chosen on the scored questions: flattering) and
@@ -60,6 +60,7 @@ from embodied_r_ros.reasoning.messages import Reasoner, reasoning_messages
 from embodied_r_ros.windows import Window
 
 from ..synth.mission_ground_truth import MISSION_FILE, MissionGroundTruth
+from ..tasks.mission.oracle import mission_oracle
 from .evaluate import (
     Prediction,
     chance_predictions,
@@ -67,7 +68,6 @@ from .evaluate import (
     options_only_predictions,
     summarize,
 )
-from .mission_oracle import mission_oracle
 from .mission_recall import MissionRecallError, intervals_hit, labelled_questions
 
 logger = logging.getLogger(__name__)

@@ -99,13 +99,13 @@ def trace_completion(row: Mapping[str, Any]) -> str | None:
     """The oracle's reasoning and answer for a row (``answers: trace``), as a completion:
     ``<think>{reasoning that cites frames, objects, sizes, motions}</think><answer>{answer}</answer>``.
 
-    The oracle (:mod:`embodied_r_training.eval.oracle`) reads only the row's prompt. None where it cannot
+    The oracle (:mod:`embodied_r_training.tasks.oracle`) reads only the row's prompt. None where it cannot
     answer from it, or answers wrongly (a multiple-choice letter other than the solution, a number with an
     MRA below :data:`TRACE_MIN_MRA`): such a row has no reasoning worth teaching.
     """
     from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 
-    from ..eval.oracle import oracle_trace
+    from ..tasks.oracle import oracle_trace
 
     user = next((m["content"] for m in row["prompt"] if m["role"] == "user"), "")
     trace = oracle_trace(user if isinstance(user, str) else str(user))

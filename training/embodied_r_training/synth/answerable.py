@@ -1,6 +1,6 @@
 """Keeps the questions a reader of their prompt can answer: the generator's filter (``embodied-r synth``).
 
-A question is kept when the oracle reasoner (:mod:`embodied_r_training.eval.oracle`) answers it correctly
+A question is kept when the oracle reasoner (:mod:`embodied_r_training.tasks.oracle`) answers it correctly
 from the prompt ``embodied-r prepare --perceiver ground_truth`` will build for it: the key frames of its
 window as prepare reads them from the written bag (:func:`embodied_r_training.data.prepare.bag_keyframes`
 on a :class:`~embodied_r_training.data.bag_reader.BagReader`: decoded images, JPEG included, 1 fps
@@ -31,7 +31,8 @@ from embodied_r_ros.reasoning.messages import reasoning_messages
 
 from ..data.bag_reader import BagReader, BagReadError, BagTopics
 from ..data.prepare import bag_keyframes
-from ..eval.oracle import Answer, oracle_answer
+from ..tasks.oracle import oracle_answer
+from ..tasks.task import Answer
 from .ground_truth import GroundTruthPerceiver
 
 logger = logging.getLogger(__name__)

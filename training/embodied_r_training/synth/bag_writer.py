@@ -32,6 +32,8 @@ from embodied_r_ros.frames import NS_PER_S, Pose
 from .render import CameraModel
 
 STORAGES = ("mcap", "sqlite3")
+DEFAULT_START_S = 1_700_000_000  # 2023-11-14T22:13:20Z: a fixed, plausible epoch for the bag stamps
+BAG_DIR = "bag"  # a scene's bag directory, beside its scene.json and questions.jsonl
 IMAGE_TOPIC = "/camera/image_raw"
 COMPRESSED_TOPIC = "/camera/image_raw/compressed"
 INFO_TOPIC = "/camera/camera_info"

@@ -59,9 +59,10 @@ from embodied_r_ros.config import REQUIRED, ConfigError, KeyFrameConfig, param
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.question_file import Question, write_questions
 
+from ..tasks.scene import QuestionConfig
 from .answerable import AnswerableScreen, ScreenCounts
-from .bag_writer import STORAGES, BagOptions, SceneBagWriter
-from .questions import QuestionConfig, generate_questions
+from .bag_writer import BAG_DIR, DEFAULT_START_S, STORAGES, BagOptions, SceneBagWriter
+from .questions import generate_questions
 from .render import CameraModel, Renderer
 from .trajectory import plan_trajectory
 from .visibility import VisibilityRecorder
@@ -69,9 +70,7 @@ from .world import generate_world
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_START_S = 1_700_000_000  # 2023-11-14T22:13:20Z: a fixed, plausible epoch for the bag stamps
 PREVIEW_FRAMES = 6
-BAG_DIR = "bag"
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,11 @@ from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.keyframes import KeyFrame
 from embodied_r_ros.poses.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 
-from .questions import plural
 from .render import CameraModel, Renderer
 from .replying_perceiver import ReplyingPerceiver
 from .trajectory import CLIMB, FLY, LOOK, TURN, WALK, Trajectory
 from .visibility import DEFAULT_MIN_FRACTION
-from .world import INDOOR, SceneObject, World
+from .world import INDOOR, SceneObject, World, plural
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ import numpy as np
 from embodied_r_ros.config import ConfigError, param
 from embodied_r_ros.frames import NS_PER_S, Pose
 
-from .bag_writer import STORAGES
-from .generate import DEFAULT_START_S
+from .bag_writer import DEFAULT_START_S, STORAGES
 from .trajectory import PAUSE, TURN, WALK, Segment, StartState, Trajectory, plan_walk
 from .visibility import DEFAULT_MIN_FRACTION
 from .world import INDOOR, Room, SceneObject, World, generate_indoor

@@ -34,8 +34,8 @@ import numpy as np
 from embodied_r_ros.config import ConfigError
 from embodied_r_ros.question_file import write_questions
 
-from .bag_writer import BagOptions, SceneBagWriter
-from .generate import BAG_DIR
+from ..tasks.mission.context import KindCount, MissionQuestionConfig
+from .bag_writer import BAG_DIR, BagOptions, SceneBagWriter
 from .mission import (
     QUESTION_STREAM,
     ROOM,
@@ -45,7 +45,7 @@ from .mission import (
     plan_mission,
     scene_dict,
 )
-from .mission_questions import KindCount, MissionQuestionConfig, MissionQuestions, generate_mission_questions
+from .mission_questions import MissionQuestions, generate_mission_questions
 from .mission_sightings import MissionSightings
 from .render import CameraModel, Renderer
 from .visibility import VisibilityRecorder

@@ -4,7 +4,7 @@ Occlusion is included for free: an object hidden behind another has no pixels in
 "seen" in a frame when it covers at least ``min_fraction`` of the image (default 0.2 %, about 150 pixels
 at 320x240, enough for a person or a VLM to name it); questions only ask about objects seen in their
 time window, and count questions also refuse categories with a barely visible member (see
-:mod:`.questions`).
+:mod:`embodied_r_training.tasks.object_count`).
 """
 
 from __future__ import annotations

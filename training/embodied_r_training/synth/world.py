@@ -87,6 +87,12 @@ OUTDOOR_CATEGORIES: tuple[Category, ...] = (
     Category("kiosk", BOX, (3.0, 3.0, 3.0), FLOOR, 2, _FURNITURE),
 )
 CATEGORIES: dict[str, Category] = {c.name: c for c in INDOOR_CATEGORIES + OUTDOOR_CATEGORIES}
+_PLURALS = {"box": "boxes", "bookshelf": "bookshelves"}
+
+
+def plural(category: str) -> str:
+    """The plural of a category name ("box" -> "boxes")."""
+    return _PLURALS.get(category, category + "s")
 
 
 @dataclass(frozen=True)

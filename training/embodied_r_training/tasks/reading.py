@@ -1,0 +1,218 @@
+"""What a reasoning prompt says, as the oracle reads it, and the steps the scene tasks' solvers share.
+
+A prompt is the LM's user turn (:func:`embodied_r_ros.reasoning.prompts.reasoning_prompt`: the key frames'
+descriptions, the question, the lettered options). :func:`read_prompt` reads the grammar of ground-truth
+descriptions (:mod:`embodied_r_training.synth.ground_truth`): each object's first sighting with its
+measurements, each step's "Path:" account, the room's sides. The helpers below find an object, cite a
+number and choose the option, raising :class:`~.task.Unanswerable` where the prompt falls short.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
+
+from ..synth.ground_truth import PathPiece
+from ..synth.trajectory import CLIMB, FLY, TURN, WALK
+from .task import Answer, Unanswerable
+
+Position = tuple[float, float, float]
+
+_NUMBER = r"-?\d+(?:\.\d+)?"
+FRAME = re.compile(r"^Frame (\d+): (?:After (.*?), Observe: |Observe: )(.*)$")
+_OPTION = re.compile(rf"^({LETTER})\. (.*)$")
+LIST = re.compile(r"(?:I see|First seen:) (.*?)\.(?= [A-Z]|$)")  # up to the next sentence
+OBJECT = re.compile(
+    rf"^(?P<name>[a-z][a-z ]*?) (?:ahead-left|ahead-right|ahead|left|right)(?: below| above)?, (?:near|far), "
+    rf"{_NUMBER} m(?:, longest side (?P<size>{_NUMBER}) m, at \((?P<x>{_NUMBER}), (?P<y>{_NUMBER}), "
+    rf"(?P<z>{_NUMBER})\))?$"
+)
+_ROOM = re.compile(rf"The room is ({_NUMBER}) m by ({_NUMBER}) m\.")
+_PATH = re.compile(r"^Path: (.*?)\. (?:First seen:|Nothing new\.)")
+_PIECE = re.compile(
+    rf"^(?:(?P<verb>walked|flew) (?P<metres>{_NUMBER}) m(?: \((?P<updown>up|down) (?P<up>{_NUMBER}) m\))?"
+    rf"|(?P<climb>climbed|descended) (?P<climbed>{_NUMBER}) m"
+    rf"|turned (?P<side>left|right) (?P<deg>{_NUMBER}) deg|stood still)$"
+)
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """An object as first described: the key frame, and its measurements when the text gives them."""
+
+    name: str
+    frame: int
+    size: float | None = None
+    position: Position | None = None
+
+
+@dataclass
+class Reading:
+    """What a prompt says: per object its first sighting, per step its path pieces (None: no account),
+    the room's sides, the question and its options."""
+
+    question: str
+    options: list[str]
+    frames: int = 0
+    sightings: dict[str, Sighting] = field(default_factory=dict)
+    paths: list[list[PathPiece] | None] = field(default_factory=list)
+    room: tuple[float, float] | None = None
+
+
+def read_prompt(prompt: str) -> Reading | None:
+    """Parse a reasoning prompt's user turn; None when it is not in the form reasoning_prompt writes."""
+    lines = prompt.splitlines()
+    question_at = next((i for i, line in enumerate(lines) if line.startswith("Question: ")), None)
+    if question_at is None:
+        return None
+    options = [m.group(2) for line in lines[question_at + 1 :] if (m := _OPTION.match(line))]
+    reading = Reading(question=lines[question_at].removeprefix("Question: ").strip(), options=options)
+    for line in lines[:question_at]:
+        match = FRAME.match(line)
+        if match is None:
+            continue
+        frame, observation = int(match.group(1)), match.group(3)
+        if frame != reading.frames:
+            return None  # frames out of order: not a prompt of reasoning_prompt
+        reading.frames += 1
+        _read_observation(reading, frame, observation)
+    return reading
+
+
+def listed_objects(observation: str) -> Iterator[tuple[str, float | None, Position | None]]:
+    """The objects an observation lists ("I see ..." / "First seen: ..."), in order: name, longest side
+    and position where the text gives them."""
+    for listed in LIST.finditer(observation):
+        for item in listed.group(1).split("; "):
+            match = OBJECT.match(item.strip())
+            if match is None:
+                continue
+            size = float(match.group("size")) if match.group("size") else None
+            position = (
+                (float(match.group("x")), float(match.group("y")), float(match.group("z")))
+                if match.group("x")
+                else None
+            )
+            yield match.group("name"), size, position
+
+
+def _read_observation(reading: Reading, frame: int, observation: str) -> None:
+    if frame > 0:
+        path = _PATH.match(observation)
+        reading.paths.append(_pieces(path.group(1)) if path else None)
+    for name, size, position in listed_objects(observation):
+        if name not in reading.sightings:
+            reading.sightings[name] = Sighting(name, frame, size, position)
+    room = _ROOM.search(observation)
+    if room:
+        reading.room = (float(room.group(1)), float(room.group(2)))
+
+
+def _pieces(text: str) -> list[PathPiece] | None:
+    pieces = []
+    for part in text.split(", "):
+        match = _PIECE.match(part)
+        if match is None:
+            return None
+        if match.group("verb"):
+            up = float(match.group("up") or 0.0) * (-1 if match.group("updown") == "down" else 1)
+            kind = WALK if match.group("verb") == "walked" else FLY
+            pieces.append(PathPiece(kind, float(match.group("metres")), up))
+        elif match.group("climb"):
+            up = float(match.group("climbed")) * (1 if match.group("climb") == "climbed" else -1)
+            pieces.append(PathPiece(CLIMB, up_m=up))
+        elif match.group("side"):
+            sign = 1 if match.group("side") == "left" else -1
+            pieces.append(PathPiece(TURN, turn_deg=sign * float(match.group("deg"))))
+    return pieces
+
+
+# ------------------------------------------------------------------------------------- solvers' steps
+
+
+def metres(value: float) -> str:
+    """A distance as the reasoning cites it (two decimals, no unit)."""
+    return f"{value:.2f}"
+
+
+def names(listing: str) -> list[str]:
+    """ "the red chair, the blue box and the lamp" -> ["red chair", "blue box", "lamp"]."""
+    return [part.strip().removeprefix("the ") for part in re.split(r", | and | or ", listing)]
+
+
+def sighting(reading: Reading, name: str) -> Sighting:
+    """The first sighting of ``name``; raises when it is never described."""
+    found = reading.sightings.get(name)
+    if found is None:
+        raise Unanswerable(f"the {name} is never described")
+    return found
+
+
+def position(reading: Reading, name: str) -> Position:
+    """Where ``name`` is on the scene's map; raises when the prompt does not say."""
+    found = sighting(reading, name).position
+    if found is None:
+        raise Unanswerable(f"the {name} has no position")
+    return found
+
+
+def point(where: tuple[float, ...]) -> str:
+    """A position as the reasoning cites it: "(1.2, -3, 0.4)"."""
+    return "(" + ", ".join(f"{v:g}" for v in where) + ")"
+
+
+def option_equal(reading: Reading, text: str) -> tuple[str, str]:
+    """A sentence naming the option whose text is ``text``, and its letter."""
+    for i, option in enumerate(reading.options):
+        if option == text:
+            letter = OPTION_LETTERS[i]
+            return f"That is option {letter}.", letter
+    raise Unanswerable(f"no option reads {text!r}")
+
+
+def _first_number(text: str) -> float | None:
+    match = re.search(r"\d+(?:\.\d+)?", text)
+    return float(match.group()) if match else None
+
+
+def option_nearest(reading: Reading, value: float, prefix: str = "") -> tuple[str, str]:
+    """A sentence naming the option (starting with ``prefix``) whose number is nearest ``value`` in ratio,
+    and its letter."""
+    if value <= 0:
+        raise Unanswerable("a non-positive value cannot be matched to an option")
+    best: tuple[float, int] | None = None
+    for i, option in enumerate(reading.options):
+        number = _first_number(option)
+        if not option.startswith(prefix) or number is None or number <= 0:
+            continue
+        gap = abs(math.log(number / value))
+        if best is None or gap < best[0]:
+            best = (gap, i)
+    if best is None:
+        raise Unanswerable("no option has a number")
+    letter = OPTION_LETTERS[best[1]]
+    return f"The nearest option is {letter} ({reading.options[best[1]]}).", letter
+
+
+def answer(reading: Reading, value: float, unit: str = "m", prefix: str = "") -> tuple[str, Answer]:
+    """The closing sentence and the answer: the nearest option's letter, or the number itself."""
+    if reading.options:
+        return option_nearest(reading, value, prefix)
+    number: Answer = int(round(value)) if unit == "count" else round(value, 2)
+    return f"The answer is {number} {unit}." if unit != "count" else f"The answer is {number}.", number
+
+
+def steps(reading: Reading) -> list[tuple[int, list[PathPiece]]]:
+    """(key frame, pieces) of every step; raises when a step has no path account."""
+    if reading.frames < 2:
+        raise Unanswerable("one key frame shows no motion")
+    found = []
+    for j, pieces in enumerate(reading.paths, start=1):
+        if pieces is None:
+            raise Unanswerable(f"frame {j} gives no path")
+        found.append((j, pieces))
+    return found
