@@ -171,6 +171,7 @@ TRAINING_LAYERS = (
     ("generation", SYNTH_GENERATION),
     ("rl", ("rl",)),  # rewards, warm start, GRPO and SFT
     ("eval", ("eval",)),  # the yardstick (it grades with rl's rewards), baselines, mission answers
+    ("commands", ("commands",)),  # the `embodied-r` commands training adds (entry points): flags -> configs
 )
 
 

@@ -66,7 +66,8 @@ def executed_modules(work) -> set[str]:
 def outside(executed: set[str], *allowed: tuple[str, ...]) -> list[str]:
     """The executed modules in none of the ``allowed`` sets (a name ending in ``.*`` allows a package)."""
     names = {m for group in allowed for m in group}
-    packages = tuple(m[:-1] for m in names if m.endswith(".*"))
+    packages = tuple(m[:-1] for m in names if m.endswith(".*"))  # "pkg.*" -> "pkg." and "pkg" itself
+    names |= {m[:-2] for m in names if m.endswith(".*")}
     return sorted(m for m in executed if m not in names and not m.startswith(packages))
 
 

@@ -28,6 +28,7 @@ import ast
 import hashlib
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -156,12 +157,26 @@ def _only_imports(node: ast.If) -> bool:
     return all(isinstance(n, (ast.Import, ast.ImportFrom, ast.Pass)) for n in (*node.body, *node.orelse))
 
 
+def expand(modules: Iterable[str]) -> list[str]:
+    """Module names, with each ``PACKAGE.*`` replaced by the package and every module below it."""
+    found: set[str] = set()
+    for name in modules:
+        if not name.endswith(".*"):
+            found.add(name)
+            continue
+        package = importlib.import_module(name[:-2])
+        found.add(package.__name__)
+        prefix = package.__name__ + "."
+        found.update(m.name for m in pkgutil.walk_packages(package.__path__, prefix))
+    return sorted(found)
+
+
 def code_identity(modules: Iterable[str]) -> tuple[CodeIdentity, dict[str, str]]:
-    """The identity of a stage's code (its modules by importable name) and where each name is defined now
-    (name -> the modules, for messages)."""
+    """The identity of a stage's code (its modules by importable name, ``PACKAGE.*`` for a package and all
+    below it) and where each name is defined now (name -> the modules, for messages)."""
     identity: dict[str, list[str]] = {}
     where: dict[str, list[str]] = {}
-    for module_name in sorted(set(modules)):
+    for module_name in expand(modules):
         for name, digest in module_definitions(module_name).items():
             identity.setdefault(name, []).append(digest)
             where.setdefault(name, []).append(module_name)

@@ -114,16 +114,17 @@ GENERATION_CODE = (
     "embodied_r_ros.backends.adapter_off",
 )
 SYSTEM_CODE = {
-    "oracle": ("embodied_r_training.eval.oracle", "embodied_r_training.synth.questions"),
+    "oracle": ("embodied_r_training.tasks.*", "embodied_r_training.synth.world"),
     "options-only": ("embodied_r_training.eval.baselines",),
     "chance": (),
 }
 # What writes the SFT examples (the oracle's traces): keyed by the examples themselves (sft_examples).
-SFT_EXAMPLE_CODE = ("embodied_r_training.eval.oracle", "embodied_r_training.synth.questions")
+SFT_EXAMPLE_CODE = ("embodied_r_training.tasks.*", "embodied_r_training.synth.world")
 # Plumbing a stage runs whose effect its key holds otherwise (a name ending in ".*": a package).
 PLUMBING = (
     "embodied_r_ros",
     "embodied_r_training",
+    "embodied_r_training.eval",
     "embodied_r_ros.config",  # parsing configs: the resolved config and the arguments are inputs
     "embodied_r_ros.cli.*",  # the command line: its arguments are inputs
     "embodied_r_training.commands.*",

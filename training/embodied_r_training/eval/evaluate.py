@@ -11,7 +11,8 @@ Systems (``--system``):
   alone gives this model).
 * ``vlm``: the paper's ablation: the VLM alone answers from the same key frames (read from the record's
   bag at ``keyframe_stamps_ns``), all of a record's key frames and the question in ONE request.
-* ``oracle``: no model: a program that reads only each record's prompt text (:mod:`.oracle`) and answers
+* ``oracle``: no model: a program that reads only each record's prompt text
+  (:mod:`embodied_r_training.tasks.oracle`) and answers
   with its reasoning: the bound of what any reasoner can reach from these prompts.
 * ``options-only``: no model: a blind reader of the option texts alone (:mod:`.baselines`), its expected
   accuracy; VSI-Bench's blind rows ask that a model beat it.
@@ -286,8 +287,8 @@ def chance_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
 
 
 def oracle_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
-    """The ``oracle`` system: :func:`.oracle.oracle_trace` reads each record's prompt (the user turn only,
-    never the scene) and answers with its reasoning; a prompt it cannot answer gets an empty completion.
+    """The ``oracle`` system: :func:`~embodied_r_training.tasks.oracle.oracle_trace` reads each record's
+    prompt (the user turn only, never the scene) and answers with its reasoning; a prompt it cannot answer gets an empty completion.
     Scored like a model's completion, so it bounds what any reasoner can reach from these prompts."""
     from ..tasks.oracle import oracle_trace
 

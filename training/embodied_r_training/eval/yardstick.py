@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from embodied_r_ros.reasoning.options import option_letter
 from embodied_r_ros.reasoning.yardstick import YardstickAnswers, prompt_from_descriptions
 
+from ..tasks.oracle import oracle_trace
 from .baselines import RULES, option_number
-from .oracle import oracle_trace
 
 
 def yardstick_answers(descriptions: Sequence[str], question: str, options: Sequence[str]) -> YardstickAnswers:

@@ -3,7 +3,7 @@
 A measuring instrument, never a VLM: for bags written by ``embodied-r synth`` it computes the descriptions
 from the scene's geometry (``scene.json``), so the reasoner can be trained and evaluated apart from
 perception errors, as the paper's analysis separates reasoning from perception. Every task's evidence is
-in the text (``embodied_r_training.eval.oracle`` answers from it alone); the generator keeps only the
+in the text (``embodied_r_training.tasks.oracle`` answers from it alone); the generator keeps only the
 questions whose key frames carry it.
 
 For each key frame, its stamp gives t = (stamp_ns - scene start_ns) / 1e9 and the TRUE camera pose at t
