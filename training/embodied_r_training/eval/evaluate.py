@@ -288,10 +288,9 @@ def chance_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
 
 def oracle_predictions(records: Sequence[dict[str, Any]]) -> list[Prediction]:
     """The ``oracle`` system: :func:`~embodied_r_training.tasks.oracle.oracle_trace` reads each record's
-    prompt
-    (the user turn only, never the scene) and answers with its reasoning; a prompt it cannot answer gets an
-    empty completion. Scored like a model's completion, so it bounds what any reasoner can reach from these
-    prompts."""
+    prompt (the user turn only, never the scene) and answers with its reasoning; a prompt it cannot answer
+    gets an empty completion. Scored like a model's completion, so it bounds what any reasoner can reach from
+    these prompts."""
     from ..tasks.oracle import oracle_trace
 
     completions = []
