@@ -146,24 +146,24 @@ class QuestionPath:
         caller that does not wait passes ``reply``, which gets the outcome on the worker thread when the
         question ends. Returns the outcome, or None once a question with ``reply`` is queued."""
         query = self._params.config.query
-        answer = Reply(reply)
+        to_caller = Reply(reply)
         with self._in_flight():
             worker = self._worker()
             if worker is None or not self._accepting:
-                return self._settle(answer, Outcome(False, self._inactive_reason(), status=INACTIVE))
+                return self._settle(to_caller, Outcome(False, self._inactive_reason(), status=INACTIVE))
             try:
                 check_size(request, query)  # 2. validate
                 window = request.window  # 3. window
                 window.check()
                 job = worker.submit(  # 4. queue: the one hand-off
-                    QueuedQuestion(request, window, answer),
+                    QueuedQuestion(request, window, to_caller),
                     query.timeout_s,
                     request.query_id or f"q{next(self._query_ids)}",
                 )
             except (RequestTooLargeError, WindowError) as exc:
-                return self._settle(answer, Outcome(False, str(exc)))
+                return self._settle(to_caller, Outcome(False, str(exc)))
             except QueueFullError as exc:
-                return self._settle(answer, Outcome(False, str(exc), status="busy"))
+                return self._settle(to_caller, Outcome(False, str(exc), status="busy"))
             if reply is not None:
                 return None  # 5. and 6. follow on the worker thread
             self._wait_for_answer(worker, job, on_event, cancelled)  # 5. answer (on the worker thread)
