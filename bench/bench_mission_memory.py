@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from node_process import (
+    BenchNode,
     isolate_dds,
     plain_subscriber_result,
     rss_mb,
@@ -539,9 +540,8 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
     """Start the node and the plain subscriber, replay the bag while sampling, ask, wait for the describer,
     stop the node (SIGINT; its store stays in ``workdir``)."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
-    from embodied_r_ros.cli.ask import NodeNotFoundError, SpatialClient
+    from embodied_r_ros.ros.spatial_client import NodeNotFoundError
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     bag = mission_dir / mission["bag"]
@@ -552,19 +552,16 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
     store, node_log = workdir / STORE_NAME, workdir / NODE_LOG
     node = start_node(node_overrides(mission_dir, mission, odometry, models, store, args), log_path=node_log)
     rclpy.init()
-    bench = rclpy.create_node("bench_mission_memory")
-    diagnostics = Diagnostics(bench)
-    executor = SingleThreadedExecutor()
-    executor.add_node(bench)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    client = SpatialClient("/embodied_r")
+    bench = BenchNode("bench_mission_memory")
+    diagnostics = Diagnostics(bench.node)
+    client = bench.client
     sampler = Sampler(node.pid, store, diagnostics, float(mission["config"]["fps"]), mission_s)
     plain = None
     try:
         log.info("starting the node (tiny LM, ground-truth perception); its log and store in %s", workdir)
         client.wait_for_node(300)
         plain = start_plain_subscriber("reliable", image_topic, image_topic.endswith("/compressed"), 600.0)
-        wait_for_subscribers(bench, node, {image_topic: 2, odometry: 1}, timeout_s=300)
+        wait_for_subscribers(bench.node, node, {image_topic: 2, odometry: 1}, timeout_s=300)
         check_node_memory(diagnostics)
         sampler.start()
         log.info("replaying %s at %gx (%.1f min of bag)", bag, args.rate, mission_s / 60)
@@ -587,9 +584,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         stop_node(node)
         if plain is not None and plain.poll() is None:
             plain.kill()
-        client.close()
-        executor.shutdown(timeout_sec=2.0)
-        bench.destroy_node()
+        bench.close()
         rclpy.shutdown()
     log.info("node stopped (exit code %s)", node.returncode)
     return Measured(

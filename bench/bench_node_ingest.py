@@ -30,7 +30,13 @@ import threading
 import time
 from pathlib import Path
 
-from node_process import camera_qos, isolate_dds, plain_subscriber_result, start_plain_subscriber
+from node_process import (
+    camera_qos,
+    isolate_dds,
+    plain_subscriber_result,
+    start_plain_subscriber,
+    tiny_model_overrides,
+)
 
 WIDTH, HEIGHT = 640, 480
 
@@ -114,10 +120,9 @@ def main() -> None:
 
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()
-    overrides = {"vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-                 "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu", "pose.topic": "",
-                 "camera.qos": args.qos,
-                 "query.pre_encode_keyframes": not args.no_pre_encode}  # fmt: skip
+    overrides = tiny_model_overrides(models) | {
+        "pose.topic": "", "camera.qos": args.qos, "query.pre_encode_keyframes": not args.no_pre_encode,
+    }  # fmt: skip
     node = EmbodiedRNode(
         perceivers=perceivers(),
         parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],

@@ -21,11 +21,12 @@ import argparse
 import json
 import os
 import platform
-import random
 import statistics
 import threading
 import time
 from pathlib import Path
+
+from node_process import isolate_dds, tiny_model_overrides
 
 QUESTION = "Which object did I pass first?"
 OPTIONS = ["the red chair", "the lamp", "the door", "the sofa"]
@@ -42,8 +43,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    isolate_dds()
     import rclpy
     import torch
     from embodied_r_ros.srv import AskSpatial
@@ -55,17 +55,14 @@ def main() -> None:
 
     from embodied_r_ros.cli.parts import perceivers
     from embodied_r_ros.frames import NS_PER_S
-    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.ros.messages import odometry_message, rgb_image_message
     from embodied_r_ros.ros.node import EmbodiedRNode
     from embodied_r_ros.testing.synthetic_clip import synthetic_clip
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
     rclpy.init()
-    overrides = {
-        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
-        "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
+    overrides = tiny_model_overrides(models, args.max_new_tokens) | {
         "camera.qos": "reliable", "camera.qos_depth": 100, "query.window_s": args.seconds,
     }  # fmt: skip
     parameters = [Parameter(k, value=v) for k, v in overrides.items()]
@@ -88,12 +85,7 @@ def main() -> None:
         clip = synthetic_clip(seconds=args.seconds, fps=10.0, size=(640, 480), seed=seed, start_ns=next_ns[0])
         received = node.stats.frames_received
         for frame in clip.frames:
-            message = Odometry()
-            message.header.stamp = ns_to_time(frame.stamp_ns)
-            p, q = message.pose.pose.position, message.pose.pose.orientation
-            p.x, p.y, p.z = frame.pose.position
-            q.x, q.y, q.z, q.w = frame.pose.orientation
-            odometry.publish(message)
+            odometry.publish(odometry_message(frame.stamp_ns, frame.pose))
             images.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
             time.sleep(0.01)
         while node.stats.frames_received < received + len(clip.frames):

@@ -32,13 +32,17 @@ import time
 from pathlib import Path
 
 from node_process import (
+    BenchNode,
+    CameraFeed,
     isolate_dds,
+    paced,
     percentile,
     plain_subscriber_result,
     rss_mb,
     start_node,
     start_plain_subscriber,
     stop_node,
+    tiny_model_overrides,
 )
 
 OPEN_QUESTION = ("How far did I walk, in metres?", [])
@@ -82,15 +86,8 @@ def main() -> None:
     isolate_dds()
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from nav_msgs.msg import Odometry
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import Image
 
-    from embodied_r_ros.cli.ask import SpatialClient
     from embodied_r_ros.frames import NS_PER_S
-    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
-    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
     from embodied_r_ros.testing.tiny_models import ensure_tiny_models
 
     models = ensure_tiny_models(args.models_dir)
@@ -98,10 +95,7 @@ def main() -> None:
     store = scratch / "memory.sqlite"  # not the user's ~/.ros store
     node_log = args.node_log or scratch / "node.log"  # a file: a pipe nobody reads would stall the node
     width, height = (int(v) for v in args.size.split("x"))
-    overrides = {
-        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
-        "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
+    overrides = tiny_model_overrides(models, args.max_new_tokens) | {
         "camera.qos": "reliable", "buffer.history_s": float(args.history_s), "query.window_s": 30.0,
         "memory.enabled": not args.no_memory,
         "memory.path": str(store),
@@ -113,9 +107,8 @@ def main() -> None:
     plain = start_plain_subscriber("reliable")
 
     rclpy.init()
-    bench = rclpy.create_node("bench_soak")
-    images = bench.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
-    odometry = bench.create_publisher(Odometry, "/odom", QoSProfile(depth=5))
+    bench = BenchNode("bench_soak")
+    feed = CameraFeed(bench, args.rate, (width, height))
     diagnostics: dict[str, str] = {}
 
     def on_diagnostics(array) -> None:
@@ -123,40 +116,18 @@ def main() -> None:
             if status.name.startswith("/embodied_r"):
                 diagnostics.update({kv.key: kv.value for kv in status.values})
 
-    bench.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
-    executor = SingleThreadedExecutor()
-    executor.add_node(bench)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    client = SpatialClient("/embodied_r")
+    bench.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    client = bench.client
     client.wait_for_node(120)
-    while not (images.get_subscription_count() and odometry.get_subscription_count()):
-        time.sleep(0.05)
-
-    clip = synthetic_clip(seconds=3.0, fps=args.rate, size=(width, height))
-    messages = [rgb_image_message(f.image, 0, "camera") for f in clip.frames]
+    feed.wait_until_subscribed()
     stop = threading.Event()
     published = [0]
 
     def camera() -> None:
-        start, stamp0 = time.monotonic(), time.time_ns()
-        i = 0
-        while not stop.is_set():
-            delay = start + i / args.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            stamp = stamp0 + round(i * NS_PER_S / args.rate)
-            frame = clip.frames[i % len(clip.frames)]
-            message = Odometry()
-            message.header.stamp = ns_to_time(stamp)
-            p, q = message.pose.pose.position, message.pose.pose.orientation
-            p.x, p.y, p.z = frame.pose.position
-            q.x, q.y, q.z, q.w = frame.pose.orientation
-            odometry.publish(message)
-            image = messages[i % len(messages)]
-            image.header.stamp = ns_to_time(stamp)
-            images.publish(image)
+        stamp0 = time.time_ns()
+        for i in paced(args.rate, stop):
+            feed.publish(i, stamp0 + round(i * NS_PER_S / args.rate))
             published[0] += 1
-            i += 1
 
     camera_thread = threading.Thread(target=camera, daemon=True)
     camera_thread.start()
@@ -195,9 +166,7 @@ def main() -> None:
     stop_node(node)
     node_err = node_log.read_text(errors="replace")
     plain_received = plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
-    client.close()
-    executor.shutdown(timeout_sec=2.0)
-    bench.destroy_node()
+    bench.close()
     rclpy.shutdown()
 
     steady = [mb for t, mb in samples if t >= warmup_s]

@@ -22,7 +22,15 @@ import threading
 import time
 from pathlib import Path
 
-from node_process import isolate_dds, start_node, stop_node
+from node_process import (
+    BenchNode,
+    CameraFeed,
+    isolate_dds,
+    paced,
+    start_node,
+    stop_node,
+    tiny_model_overrides,
+)
 
 QUESTION = ("Which way did I turn?", ["left", "right", "I did not turn"])
 
@@ -36,42 +44,20 @@ def cpu_seconds(pid: int) -> float:
 
 def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
     """Start the node, feed it, ask; returns the measurements of one mode."""
-    import rclpy
-    from nav_msgs.msg import Odometry
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import Image
-
-    from embodied_r_ros.cli.ask import SpatialClient
     from embodied_r_ros.frames import NS_PER_S
-    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
-    from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
-    overrides = {
-        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
-        "vlm.max_new_tokens": args.max_new_tokens, "lm.max_new_tokens": args.max_new_tokens,
+    overrides = tiny_model_overrides(models, args.max_new_tokens) | {
         "camera.qos": "reliable", "buffer.history_s": 60.0, "query.window_s": float(args.window),
         "use_sim_time": sim_time,
     }  # fmt: skip
     node = start_node(overrides)
 
-    bench = rclpy.create_node("bench_sim_time")
-    images = bench.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
-    odometry = bench.create_publisher(Odometry, "/odom", QoSProfile(depth=5))
-    clock = bench.create_publisher(Clock, "/clock", QoSProfile(depth=1))
-    executor = SingleThreadedExecutor()
-    executor.add_node(bench)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    client = SpatialClient("/embodied_r")
-    client.wait_for_node(120)
-    while not (images.get_subscription_count() and odometry.get_subscription_count()):
-        time.sleep(0.05)
-
     width, height = (int(v) for v in args.size.split("x"))
-    clip = synthetic_clip(seconds=3.0, fps=args.rate, size=(width, height))
-    messages = [rgb_image_message(f.image, 0, "camera") for f in clip.frames]
+    bench = BenchNode("bench_sim_time")
+    feed = CameraFeed(bench, args.rate, (width, height), clock=True)
+    client = bench.client
+    client.wait_for_node(120)
+    feed.wait_until_subscribed()
     stop = threading.Event()
     # Sim time runs at real speed from an epoch far from wall time, so that a wrong clock shows.
     epoch_ns = 1_000_000 * NS_PER_S if sim_time else time.time_ns()
@@ -81,32 +67,12 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
         return epoch_ns + round((time.monotonic() - start) * NS_PER_S)
 
     def camera() -> None:
-        i = 0
-        while not stop.is_set():
-            delay = start + i / args.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            stamp = now_ns()
-            frame = clip.frames[i % len(clip.frames)]
-            message = Odometry()
-            message.header.stamp = ns_to_time(stamp)
-            p, q = message.pose.pose.position, message.pose.pose.orientation
-            p.x, p.y, p.z = frame.pose.position
-            q.x, q.y, q.z, q.w = frame.pose.orientation
-            odometry.publish(message)
-            image = messages[i % len(messages)]
-            image.header.stamp = ns_to_time(stamp)
-            images.publish(image)
-            i += 1
+        for i in paced(args.rate, stop, start):
+            feed.publish(i, now_ns())
 
     def clock_ticks() -> None:
-        i = 0
-        while not stop.is_set():
-            delay = start + i / args.clock_rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            clock.publish(Clock(clock=ns_to_time(now_ns())))
-            i += 1
+        for _ in paced(args.clock_rate, stop, start):
+            feed.tick(now_ns())
 
     threads = [threading.Thread(target=camera, daemon=True)]
     if sim_time:
@@ -131,9 +97,7 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
     for thread in threads:
         thread.join(timeout=5)
     node_err = stop_node(node)
-    client.close()
-    executor.shutdown(timeout_sec=2.0)
-    bench.destroy_node()
+    bench.close()
 
     def median(values: list[float]) -> float | None:
         return round(statistics.median(values), 3) if values else None

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from node_process import isolate_dds, start_node, stop_node
+from node_process import isolate_dds, paced, start_node, stop_node, tiny_model_overrides
 
 SPIN_THREAD = "embodied_r_spin"
 RATES_HZ = {"camera": 30.0, "odom": 30.0, "clock": 100.0}
@@ -34,7 +34,8 @@ def _feed(inputs: set[str], stop: threading.Event) -> list[threading.Thread]:
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import Image
 
-    from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message
+    from embodied_r_ros.frames import Pose
+    from embodied_r_ros.ros.messages import ns_to_time, odometry_message, rgb_image_message
 
     feeder = rclpy.create_node("executor_wakeups_feeder")
     images = feeder.create_publisher(Image, "/camera/image_raw", QoSProfile(depth=5))
@@ -47,22 +48,14 @@ def _feed(inputs: set[str], stop: threading.Event) -> list[threading.Thread]:
         images.publish(image)
 
     def odom() -> None:
-        message = Odometry()
-        message.header.stamp = ns_to_time(time.time_ns())
-        message.pose.pose.orientation.w = 1.0
-        odometry.publish(message)
+        odometry.publish(odometry_message(time.time_ns(), Pose()))
 
     def tick() -> None:
         clock.publish(Clock(clock=ns_to_time(time.time_ns())))
 
     def loop(rate_hz: float, publish) -> None:
-        start, i = time.monotonic(), 0
-        while not stop.is_set():
-            delay = start + i / rate_hz - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+        for _ in paced(rate_hz, stop):
             publish()
-            i += 1
 
     threads = []
     for name, publish in (("camera", camera), ("odom", odom), ("clock", tick)):
@@ -83,11 +76,7 @@ def measure(inputs: set[str], seconds: float, models: Path, sim_time: bool) -> d
     site = str(Path(__file__).resolve().parent / "wakeup_count")
     os.environ["EMBODIED_R_WAKEUP_COUNT"] = str(counts)
     os.environ["PYTHONPATH"] = os.pathsep.join([site, os.environ.get("PYTHONPATH", "")])
-    overrides = {
-        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
-        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
-        "camera.qos": "reliable", "use_sim_time": sim_time,
-    }  # fmt: skip
+    overrides = tiny_model_overrides(models) | {"camera.qos": "reliable", "use_sim_time": sim_time}
     try:
         node = start_node(overrides)
     finally:

@@ -1,9 +1,15 @@
-"""The embodied_r node as its own process, and the plain subscriber beside it: shared by the node benchmarks.
+"""The embodied_r node as its own process, the bench's side beside it, and the plain subscriber: shared by
+the node benchmarks.
 
 ``start_node(overrides)`` runs the installed ``embodied_r_node`` executable with the shipped parameters file
-plus ``-p`` overrides; ``stop_node`` stops it with SIGINT (as Ctrl-C would) and returns its stderr.
-``isolate_dds`` gives the run its own DDS domain on this host. ``rss_mb`` reads a process's resident memory
-from /proc, ``percentile`` is the nearest-rank percentile of the reports.
+plus ``-p`` overrides (``tiny_model_overrides`` for the tiny models on the CPU); ``stop_node`` stops it with
+SIGINT (as Ctrl-C would) and returns its stderr. ``isolate_dds`` gives the run its own DDS domain on this
+host. ``rss_mb`` reads a process's resident memory from /proc, ``percentile`` is the nearest-rank percentile
+of the reports.
+
+The bench's side: :class:`BenchNode` is the bench's own rclpy node, spun by a thread, with a
+``SpatialClient`` of the node under test; :class:`CameraFeed` publishes a looped synthetic clip with its
+odometry (and /clock) from it, paced by :func:`paced`.
 
 The plain subscriber is an rclpy node in its own process that only counts the camera frames it receives,
 with the QoS the node uses: what the middleware delivers on this machine in the same run, the baseline the
@@ -24,11 +30,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 IMAGE_TOPIC = "/camera/image_raw"
+ODOMETRY_TOPIC = "/odom"
+NODE = "/embodied_r"
 
 
 def isolate_dds() -> None:
@@ -36,6 +45,17 @@ def isolate_dds() -> None:
     (call before rclpy is imported)."""
     os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+
+
+def tiny_model_overrides(models: Path, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """The node's parameters for the tiny models in ``models`` on the CPU (and their ``max_new_tokens``)."""
+    overrides: dict[str, Any] = {
+        "vlm.model": str(models / "vlm"), "lm.model": str(models / "lm"),
+        "vlm.transformers.device": "cpu", "lm.transformers.device": "cpu",
+    }  # fmt: skip
+    if max_new_tokens is not None:
+        overrides |= {"vlm.max_new_tokens": max_new_tokens, "lm.max_new_tokens": max_new_tokens}
+    return overrides
 
 
 def node_command(overrides: Mapping[str, Any]) -> list[str]:
@@ -93,6 +113,85 @@ def percentile(values: list[float], q: float) -> float:
     """The nearest-rank ``q``-th percentile of ``values`` (not empty)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def paced(rate_hz: float, stop: threading.Event, start: float | None = None) -> Iterator[int]:
+    """0, 1, 2, ... each yielded at ``start + i / rate_hz`` on the monotonic clock (``start``: now), until
+    ``stop`` is set."""
+    start = time.monotonic() if start is None else start
+    i = 0
+    while not stop.is_set():
+        delay = start + i / rate_hz - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield i
+        i += 1
+
+
+class BenchNode:
+    """The bench's own rclpy node (``node``, in the default context: call ``rclpy.init()`` first), spun by
+    a thread, and a SpatialClient of the node under test (``client``); :meth:`close` ends both."""
+
+    def __init__(self, name: str, node: str = NODE) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        from embodied_r_ros.ros.spatial_client import SpatialClient
+
+        self.node = rclpy.create_node(name)
+        self._executor = SingleThreadedExecutor()
+        self._executor.add_node(self.node)
+        threading.Thread(target=self._executor.spin, daemon=True).start()
+        self.client = SpatialClient(node)
+
+    def close(self) -> None:
+        self.client.close()
+        self._executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+
+
+class CameraFeed:
+    """Camera (rgb8) and odometry publishers on ``bench`` (and /clock with ``clock``), publishing a looped
+    3 s synthetic clip of ``size`` (width, height) recorded at ``rate_hz``."""
+
+    def __init__(self, bench: BenchNode, rate_hz: float, size: tuple[int, int], clock: bool = False) -> None:
+        from nav_msgs.msg import Odometry
+        from rclpy.qos import QoSProfile
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import Image
+
+        from embodied_r_ros.ros.messages import rgb_image_message
+        from embodied_r_ros.testing.synthetic_clip import synthetic_clip
+
+        self.images = bench.node.create_publisher(Image, IMAGE_TOPIC, QoSProfile(depth=5))
+        self.odometry = bench.node.create_publisher(Odometry, ODOMETRY_TOPIC, QoSProfile(depth=5))
+        self._clock = bench.node.create_publisher(Clock, "/clock", QoSProfile(depth=1)) if clock else None
+        self._clip = synthetic_clip(seconds=3.0, fps=rate_hz, size=size)
+        self._messages = [rgb_image_message(f.image, 0, "camera") for f in self._clip.frames]
+
+    def wait_until_subscribed(self) -> None:
+        """Wait until the node subscribed to the camera and the odometry."""
+        while not (self.images.get_subscription_count() and self.odometry.get_subscription_count()):
+            time.sleep(0.05)
+
+    def publish(self, i: int, stamp_ns: int) -> None:
+        """Frame ``i`` of the looped clip and its odometry, both stamped ``stamp_ns``."""
+        from embodied_r_ros.ros.messages import ns_to_time, odometry_message
+
+        n = i % len(self._messages)
+        self.odometry.publish(odometry_message(stamp_ns, self._clip.frames[n].pose))
+        image = self._messages[n]
+        image.header.stamp = ns_to_time(stamp_ns)
+        self.images.publish(image)
+
+    def tick(self, stamp_ns: int) -> None:
+        """One /clock message (a feed made with ``clock``)."""
+        from rosgraph_msgs.msg import Clock
+
+        from embodied_r_ros.ros.messages import ns_to_time
+
+        assert self._clock is not None, "a CameraFeed made without clock=True"
+        self._clock.publish(Clock(clock=ns_to_time(stamp_ns)))
 
 
 def camera_qos(name: str):

@@ -30,6 +30,7 @@ from .config import (
 )
 from .frames import Pose
 from .memory.search import SearchSettings
+from .poses.pose_sources import POSE_SOURCES, described_sources, listed
 
 QOS_PROFILES = ("sensor_data", "reliable")
 
@@ -72,13 +73,6 @@ class CameraConfig:
         require(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
 
 
-# Where the node takes the robot's poses from (pose.source); the message sources' types by source name.
-POSE_SOURCES = ("odometry", "pose", "pose_with_covariance", "tf", "none")
-POSE_MESSAGE_TYPES = {
-    "odometry": "nav_msgs/Odometry",
-    "pose": "geometry_msgs/PoseStamped",
-    "pose_with_covariance": "geometry_msgs/PoseWithCovarianceStamped",
-}
 QUATERNION_TOLERANCE = 0.01  # |q| may be this far from 1 (hand-typed numbers); it is normalised
 
 
@@ -124,13 +118,12 @@ class PoseConfig:
     """Where the robot's poses come from; key frames get the camera pose interpolated at their stamp, and
     the actions between key frames come from those poses (none: the VLM labels them)."""
 
+    # The choices, their description and what each listens to: the registry (poses/pose_sources.py).
     source: str = param(
         "odometry",
-        "where poses come from: odometry (nav_msgs/Odometry), pose (geometry_msgs/PoseStamped, e.g. a "
-        "flight stack's local position), pose_with_covariance (geometry_msgs/PoseWithCovarianceStamped), tf "
-        "(pose.odom_frame -> pose.camera_frame from /tf and /tf_static; needs tf2_msgs), none",
-        choices=POSE_SOURCES,
-        launch=Alias("pose_source", "odometry, pose, pose_with_covariance, tf or none"),
+        "where poses come from: " + described_sources(),
+        choices=tuple(POSE_SOURCES),
+        launch=Alias("pose_source", listed(tuple(POSE_SOURCES))),
         flag=Alias("--pose-source", "where poses come from (parameter pose.source)"),
     )
     topic: str = param(
@@ -166,7 +159,7 @@ class PoseConfig:
     @property
     def active_source(self) -> str:
         """The source in use: ``source``, or "none" for a message source without a topic."""
-        if self.source in POSE_MESSAGE_TYPES and not self.topic.strip():
+        if POSE_SOURCES[self.source].message_type and not self.topic.strip():
             return "none"
         return self.source
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny offline models, built once per test session."""
+"""Shared fixtures: the tiny offline models, built once per test session; a DDS domain, an rclpy context
+and the gated pipeline per test module (the node tests' helpers are in node_helpers.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,41 @@ def ros_domain():
         patch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 100)))
         patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         yield
+
+
+@pytest.fixture(scope="module")
+def ros_context(ros_domain):
+    """An rclpy context in the module's random DDS domain on this host only."""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def gated_pipeline(tiny_models_dir):
+    """(pipeline, gate, config): the tiny models loaded once per module, the VLM behind a
+    :class:`node_helpers.Gate` so that a test can hold a question inside the model."""
+    from node_helpers import Gate, GatedBackend
+
+    from embodied_r_ros.cli.parts import perceivers
+    from embodied_r_ros.config import model_config
+    from embodied_r_ros.node_config import NodeConfig
+    from embodied_r_ros.ros.models import load_pipeline
+
+    common = dict(device="cpu", dtype="float32", max_new_tokens=8)
+    config = NodeConfig(
+        vlm=model_config(str(tiny_models_dir / "vlm"), **common),
+        lm=model_config(str(tiny_models_dir / "lm"), **common),
+    )
+    pipeline = load_pipeline(config, perceivers())
+    gate = Gate()
+    pipeline.perceiver.backend = GatedBackend(pipeline.perceiver.backend, gate)
+    yield pipeline, gate, config
+    gate.open()
+    pipeline.close()
 
 
 @pytest.fixture(scope="session")

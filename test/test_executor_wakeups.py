@@ -10,13 +10,13 @@ import time
 import pytest
 import rclpy.executors as executors
 from embodied_r_ros.action import AnswerSpatial
+from node_helpers import wait_for
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
-from test_node_ros import ros_context, wait_for  # noqa: F401  (fixture)
 
 from embodied_r_ros.ros.action_server import steady_action_server
 from embodied_r_ros.ros.input_thread import SubscriptionThread
@@ -62,7 +62,7 @@ def _publish(node: Node, msg_type, topic: str, make, count: int = MESSAGES, rate
         time.sleep(1.0 / rate_hz)
 
 
-def test_a_subscription_on_its_own_thread_does_not_wake_the_executor(ros_context, monkeypatch):  # noqa: F811
+def test_a_subscription_on_its_own_thread_does_not_wake_the_executor(ros_context, monkeypatch):
     wakeups = _Wakeups(monkeypatch)
     node = Node("wakeups_input", context=ros_context)
     feeder = Node("wakeups_feeder", context=ros_context)
@@ -88,7 +88,7 @@ def test_a_subscription_on_its_own_thread_does_not_wake_the_executor(ros_context
 
 
 def test_under_sim_time_clock_messages_do_not_wake_the_action_servers_executor(
-    ros_context,  # noqa: F811
+    ros_context,
     monkeypatch,
 ):
     wakeups = _Wakeups(monkeypatch)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+from node_helpers import Spinning, embodied_r, killed, node_process, stopped
 from rclpy.qos import QoSProfile
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
@@ -29,12 +28,6 @@ TYPES = get_typestore(Stores.ROS2_KILTED)
 
 
 pytestmark = pytest.mark.usefixtures("ros_domain")
-
-
-def embodied_r() -> str:
-    command = shutil.which("embodied-r")
-    assert command, "embodied-r is not on PATH: build with `make build` and source install/setup.bash"
-    return command
 
 
 def header(stamp_ns: int, frame_id: str = ""):
@@ -105,10 +98,7 @@ class Recorder:
         self.received: dict[str, list] = {topic: [] for topic in topics}
         for topic, kind in topics.items():
             self.node.create_subscription(kind, topic, self._callback(topic), QoSProfile(depth=1000))
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinning = Spinning(self.context, self.node)
 
     def _callback(self, topic: str):
         def record(message):
@@ -120,8 +110,7 @@ class Recorder:
         return record
 
     def close(self):
-        self.executor.shutdown(timeout_sec=2.0)
-        self.thread.join(timeout=5.0)
+        self.spinning.close()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
 
@@ -258,29 +247,6 @@ def test_node_executable_bag_and_questions_end_to_end(tmp_path, tiny_models_dir)
     assert "Traceback" not in output and "active: camera /camera/image_raw" in output
 
 
-def _node_process(tiny_models_dir: Path, namespace: str, camera: str, **overrides: str) -> subprocess.Popen:
-    """`embodied-r run` with the tiny models under ``namespace``, camera on ``camera`` (output captured)."""
-    command = [embodied_r(), "run", "--tiny-models", str(tiny_models_dir), "--device", "cpu"]
-    command += ["--namespace", namespace, "--set", f"camera.topic={camera}"]
-    command += ["--set", "pose.topic=", "--set", "camera.qos=reliable"]
-    for name, value in overrides.items():
-        command += ["--set", f"{name}={value}"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _stopped(node: subprocess.Popen, sig: int, within_s: float) -> tuple[int, str, float]:
-    """Send ``sig``; (exit code, output, seconds to exit); kills and fails past ``within_s``."""
-    start = time.monotonic()
-    node.send_signal(sig)
-    try:
-        output, _ = node.communicate(timeout=within_s)
-    except subprocess.TimeoutExpired:
-        node.kill()
-        output, _ = node.communicate()
-        pytest.fail(f"the node did not exit within {within_s} s of signal {sig}:\n{output[-3000:]}")
-    return node.returncode, output, time.monotonic() - start
-
-
 def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_path, tiny_models_dir):
     """A launch system's SIGINT while the models work: the caller gets success=false "shutting down", the
     node exits 0 within seconds and prints no traceback (issue 11, item 7)."""
@@ -290,17 +256,14 @@ def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_
 
     from embodied_r_ros.ros.messages import rgb_image_message
 
-    node = _node_process(
+    node = node_process(
         tiny_models_dir, "inflight", "/inflight/camera/image_raw",
         **{"lm.max_new_tokens": "4000", "query.timeout_s": "300"},
     )  # fmt: skip
     context = rclpy.Context()
     rclpy.init(context=context)
     client = rclpy.create_node("shutdown_client", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(client)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinning = Spinning(context, client)
     try:
         images = client.create_publisher(Image, "/inflight/camera/image_raw", QoSProfile(depth=50))
         action = ActionClient(client, AnswerSpatial, "/inflight/embodied_r/answer")
@@ -324,7 +287,7 @@ def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_
         assert reasoning.wait(120), f"the question never reached the reasoning stage: {stages}"
         assert sent.done() and sent.result().accepted
         result_future = sent.result().get_result_async()  # asked for before the node goes
-        code, output, seconds = _stopped(node, signal.SIGINT, within_s=20)
+        code, output, seconds = stopped(node, signal.SIGINT, within_s=20)
         deadline = time.monotonic() + 10
         while not result_future.done() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -332,11 +295,8 @@ def test_sigint_with_a_question_in_flight_answers_shutting_down_and_exits_0(tmp_
         result = result_future.result().result
         assert not result.success and "shutting down" in result.message
     finally:
-        if node.poll() is None:
-            node.kill()
-            node.communicate()
-        executor.shutdown(timeout_sec=1.0)
-        spinner.join(timeout=2.0)
+        killed(node)
+        spinning.close()
         action.destroy()
         client.destroy_node()
         rclpy.try_shutdown(context=context)
@@ -349,7 +309,7 @@ def test_sigterm_on_an_idle_streaming_node_exits_0(tmp_path, tiny_models_dir):
     bag = tmp_path / "bag"
     clip_bag(bag, seconds=30.0)
     for run in range(3):
-        node = _node_process(tiny_models_dir, f"idle{run}", "/camera/image_raw")
+        node = node_process(tiny_models_dir, f"idle{run}", "/camera/image_raw")
         play = subprocess.Popen(
             [embodied_r(), "play", str(bag), "--loop", "--wait-subscribers", "120",
              "--topics", "/camera/image_raw"],
@@ -364,13 +324,11 @@ def test_sigterm_on_an_idle_streaming_node_exits_0(tmp_path, tiny_models_dir):
                 if "active: camera" in line:
                     break
             time.sleep(2.0)  # frames are streaming in
-            code, output, seconds = _stopped(node, signal.SIGTERM, within_s=15)
+            code, output, seconds = stopped(node, signal.SIGTERM, within_s=15)
         finally:
             play.terminate()
             play.communicate(timeout=30)
-            if node.poll() is None:
-                node.kill()
-                node.communicate()
+            killed(node)
         output = "".join(lines) + output
         assert code == 0, output[-3000:]
         assert "Traceback" not in output and "RCLError" not in output, output[-3000:]

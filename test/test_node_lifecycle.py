@@ -4,21 +4,14 @@ services, sim time without and with /clock, and a camera whose QoS the subscript
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from pathlib import Path
 
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from embodied_r_ros.msg import SpatialAnswer
-from embodied_r_ros.srv import AskSpatial
-from lifecycle_msgs.srv import ChangeState, GetState
-from rclpy.executors import MultiThreadedExecutor
+from diagnostic_msgs.msg import DiagnosticStatus
+from node_helpers import Harness, gated_node, wait_for
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Image
-from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
 from test_pose_source import needs_tf2_msgs, transform
 
 from embodied_r_ros.cli.parts import perceivers
@@ -26,73 +19,6 @@ from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
-
-__all__ = ["gated_pipeline", "ros_context"]  # module fixtures shared with test_node_ros
-
-
-class Harness:
-    """A node under test, a client node on the same executor, and helpers (camera, questions, lifecycle)."""
-
-    def __init__(self, context, node: EmbodiedRNode, namespace: str, camera_qos: QoSProfile | None = None):
-        self.node, self.namespace = node, namespace
-        self.client = rclpy.create_node(f"client_{namespace}", context=context)
-        base = f"/{namespace}/embodied_r"
-        self.camera = self.client.create_publisher(
-            Image, f"/{namespace}/camera/image_raw", camera_qos or QoSProfile(depth=50)
-        )
-        self.ask_client = self.client.create_client(AskSpatial, f"{base}/ask")
-        self.change_state = self.client.create_client(ChangeState, f"{base}/change_state")
-        self.get_state = self.client.create_client(GetState, f"{base}/get_state")
-        self.answers: list = []
-        self.diagnostics: list = []
-        self.client.create_subscription(SpatialAnswer, f"{base}/answers", self.answers.append, 20)
-        self.client.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 20)
-        self.executor = MultiThreadedExecutor(num_threads=8, context=context)
-        self.executor.add_node(node)
-        self.executor.add_node(self.client)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        self.next_ns = 1_700_000_000 * NS_PER_S
-
-    def _on_diagnostics(self, array) -> None:
-        self.diagnostics.extend(s for s in array.status if s.hardware_id.startswith(f"/{self.namespace}/"))
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=2.0)
-        self.thread.join(timeout=5.0)
-        self.node.destroy_node()
-        self.client.destroy_node()
-
-    def transition(self, label: str) -> bool:
-        assert self.change_state.wait_for_service(timeout_sec=WAIT_S)
-        request = ChangeState.Request()
-        request.transition.label = label
-        return result_of(self.change_state.call_async(request), timeout=120.0).success
-
-    def state(self) -> str:
-        assert self.get_state.wait_for_service(timeout_sec=WAIT_S)
-        return result_of(self.get_state.call_async(GetState.Request())).current_state.label
-
-    def feed(self, seconds: float = 2.0) -> list[int]:
-        """Publish a clip and wait until the node has taken every frame; returns the stamps."""
-        clip = synthetic_clip(seconds=seconds, fps=5.0, size=(160, 120), start_ns=self.next_ns)
-        self.next_ns = clip.frames[-1].stamp_ns + NS_PER_S
-        received = self.node.stats.frames_received
-        for frame in clip.frames:
-            self.camera.publish(rgb_image_message(frame.image, frame.stamp_ns, "camera"))
-            time.sleep(0.003)
-        assert wait_for(lambda: self.node.stats.frames_received >= received + len(clip.frames))
-        return [f.stamp_ns for f in clip.frames]
-
-    def ask(self, question: str = "What did I see last?", timeout: float = 120.0):
-        assert self.ask_client.wait_for_service(timeout_sec=WAIT_S)
-        request = AskSpatial.Request(question=question, window_seconds=600.0)
-        return result_of(self.ask_client.call_async(request), timeout=timeout)
-
-    def last_status(self) -> tuple[int, str, dict[str, str]]:
-        assert wait_for(lambda: bool(self.diagnostics))
-        status: DiagnosticStatus = self.diagnostics[-1]
-        return status.level, status.message, {kv.key: kv.value for kv in status.values}
 
 
 def tiny_model_parameters(tiny_models_dir: Path, **extra) -> list[Parameter]:
@@ -187,19 +113,8 @@ def test_a_failed_configure_names_the_model_and_the_node_stays_up(ros_context, t
 def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline, capfd):
     """Under use_sim_time with no /clock, /diagnostics still comes (wall-time timer) and says so, and answers
     are stamped with camera time; once /clock runs, answers carry its time."""
-    pipeline, _, config = gated_pipeline
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="simulated",
-        parameter_overrides=[
-            *node_parameters(
-                config,
-                **{"pose.topic": "", "camera.qos": "reliable", "query.pre_encode_keyframes": False},
-            ),
-            Parameter("use_sim_time", value=True),
-        ],
-    )
+    overrides = {"pose.topic": "", "camera.qos": "reliable", "query.pre_encode_keyframes": False}
+    node = gated_node(ros_context, gated_pipeline, "simulated", **overrides, use_sim_time=True)
     harness = Harness(ros_context, node, "simulated")
     clock = harness.client.create_publisher(Clock, "/clock", 10)
     try:
@@ -231,13 +146,8 @@ def test_sim_time_without_clock_then_with_clock(ros_context, gated_pipeline, cap
 def test_a_camera_qos_mismatch_is_reported_with_the_fix(ros_context, gated_pipeline, capfd):
     """A best-effort camera and camera.qos=reliable: no frame can come; the node says why and how to fix it
     in its log, its diagnostics and the answer to a question."""
-    pipeline, _, config = gated_pipeline
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="mismatched",
-        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "pose.topic": ""}),
-    )
+    overrides = {"camera.qos": "reliable", "pose.topic": ""}
+    node = gated_node(ros_context, gated_pipeline, "mismatched", **overrides)
     best_effort = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
     harness = Harness(ros_context, node, "mismatched", camera_qos=best_effort)
     try:
@@ -255,13 +165,8 @@ def test_a_camera_qos_mismatch_is_reported_with_the_fix(ros_context, gated_pipel
 
 
 def test_autostart_makes_an_active_node_and_cleanup_leaves_a_given_pipeline_open(ros_context, gated_pipeline):
-    pipeline, _, config = gated_pipeline
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="autostarted",
-        parameter_overrides=node_parameters(config),
-    )
+    pipeline = gated_pipeline[0]
+    node = gated_node(ros_context, gated_pipeline, "autostarted")
     try:
         assert node.lifecycle_state == "active" and node.pipeline is pipeline
     finally:
@@ -275,14 +180,11 @@ def test_a_node_on_tf_gets_its_key_frames_poses_from_the_tree(ros_context, gated
     the camera up at each frame's stamp, so the actions between key frames come from the robot's motion."""
     from tf2_msgs.msg import TFMessage
 
-    pipeline, _, config = gated_pipeline
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="ground_robot",
-        parameter_overrides=node_parameters(
-            config, **{"pose.source": "tf", "camera.qos": "reliable", "camera.qos_depth": 100}
-        ),
+    node = gated_node(
+        ros_context,
+        gated_pipeline,
+        "ground_robot",
+        **{"pose.source": "tf", "camera.qos": "reliable", "camera.qos_depth": 100},
     )
     harness = Harness(ros_context, node, "ground_robot")
     latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -9,7 +9,6 @@ import functools
 import re
 import signal
 import sqlite3
-import threading
 import time
 
 import ground_truth_scene
@@ -19,15 +18,12 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from embodied_r_ros.srv import AskSpatial
 from embodied_r_training.data.prepare import store_keyframes
-from rclpy.executors import SingleThreadedExecutor
+from node_helpers import WAIT_S, Harness, Spinning, killed, node_parameters, node_process, result_of, wait_for
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 from test_memory_search import TURN_S, turning_scene
-from test_node_cli import _node_process
-from test_node_lifecycle import Harness
-from test_node_ros import WAIT_S, gated_pipeline, node_parameters, result_of, ros_context, wait_for
 
 from embodied_r_ros.cli.parts import perceivers
 from embodied_r_ros.config import KeyFrameConfig
@@ -38,12 +34,10 @@ from embodied_r_ros.memory.read_only import ReadOnlyMemory
 from embodied_r_ros.memory.records import MemoryStoreError
 from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.question_file import Question
-from embodied_r_ros.ros import node as node_module
+from embodied_r_ros.ros import node_memory
 from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
-
-__all__ = ["gated_pipeline", "ros_context"]  # module fixtures shared with test_node_ros
 
 START_NS = 1_700_000_000 * NS_PER_S
 
@@ -232,7 +226,7 @@ def test_a_full_disk_is_reported_once_and_the_node_keeps_answering(
     pipeline, gate, config = gated_pipeline
     gate.open()
     # SQLite's page cap stands in for a full disk: the same SQLITE_FULL on the write that does not fit.
-    monkeypatch.setattr(node_module, "MemoryStore", functools.partial(MemoryStore, max_page_count=30))
+    monkeypatch.setattr(node_memory, "MemoryStore", functools.partial(MemoryStore, max_page_count=30))
     harness = harness_for(ros_context, memory_node(ros_context, pipeline, config, "full"), "full")
     try:
         harness.feed(2.0)
@@ -277,17 +271,14 @@ def test_a_corrupt_memory_is_named_and_set_aside_and_the_node_starts_fresh(
 def test_kill_9_loses_at_most_the_frames_not_yet_committed(ros_context, tiny_models_dir, ros_home):
     """The node executable (`embodied-r run`): frames in, wait until /diagnostics says they are committed,
     more frames, SIGKILL; a reopened store has every committed frame, in order, and passes its check."""
-    node = _node_process(
+    node = node_process(
         tiny_models_dir,
         "killed",
         "/killed/camera/image_raw",
         **{"query.pre_encode_keyframes": "false", "camera.qos_depth": "100"},
     )
     client = rclpy.create_node("kill_client", context=ros_context)
-    executor = SingleThreadedExecutor(context=ros_context)
-    executor.add_node(client)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinning = Spinning(ros_context, client)
     statuses: list[dict[str, str]] = []
 
     def on_diagnostics(array: DiagnosticArray) -> None:
@@ -323,11 +314,8 @@ def test_kill_9_loses_at_most_the_frames_not_yet_committed(ros_context, tiny_mod
         node.communicate(timeout=30)
         assert node.returncode == -signal.SIGKILL
     finally:
-        if node.poll() is None:
-            node.kill()
-            node.communicate()
-        executor.shutdown(timeout_sec=1.0)
-        spinner.join(timeout=2.0)
+        killed(node)
+        spinning.close()
         client.destroy_node()
     path = ros_home / "embodied_r" / "killed.embodied_r.sqlite"
     db = sqlite3.connect(path)
@@ -426,7 +414,7 @@ def test_a_question_that_names_a_thing_is_answered_from_the_intervals_where_it_w
             place = rf"(^|: )At {clock} into the mission(, at \(-?[\d.]+, -?[\d.]+\) m)?: "
             assert re.search(place, text), text
         # The memory keeps the question's descriptions as the VLM wrote them, without that line.
-        memory = harness.node.served.memory
+        memory = harness.node.served.memory.store
         assert memory is not None and memory.flush()
         kept = memory.descriptions(published[0], published[-1])
         asked = [d.text for d in kept if d.question == "Where did I last see the blue box?"]

@@ -630,8 +630,9 @@ def test_questions_files(tmp_path):
 
 def test_answer_message_round_trip_through_ros_messages():
     from embodied_r_ros.perception import Description
+    from embodied_r_ros.poses.pose_sources import POSE_SOURCES
     from embodied_r_ros.reasoning.answers import answer_from_completion
-    from embodied_r_ros.ros.messages import answer_to_message, keyframe_stamps_ns, odometry_pose
+    from embodied_r_ros.ros.messages import answer_to_message, keyframe_stamps_ns
 
     answer = answer_from_completion("<think>far</think><answer>2.5 m</answer>", "How far?", [])
     answer.keyframe_stamps_ns = [5, NS_PER_S + 7]
@@ -651,13 +652,13 @@ def test_answer_message_round_trip_through_ros_messages():
             )
         )
     )
-    assert odometry_pose(odometry) == Pose((1.0, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0))
+    assert POSE_SOURCES["odometry"].read(odometry) == Pose((1.0, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0))
 
 
 def test_torch_threads_leave_a_core_for_the_camera():
     import torch
 
-    from embodied_r_ros.ros.node import set_torch_threads
+    from embodied_r_ros.ros.models import set_torch_threads
 
     before = torch.get_num_threads()
     try:

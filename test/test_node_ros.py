@@ -28,8 +28,8 @@ from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.msg import SpatialAnswer, SpatialQuestion
 from embodied_r_ros.srv import AskSpatial
 from nav_msgs.msg import Odometry
+from node_helpers import WAIT_S, Spinning, gated_node, node_parameters, result_of, wait_for
 from rclpy.action import ActionClient
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -37,108 +37,18 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.cli.parts import perceivers
-from embodied_r_ros.config import ConfigError, model_config
+from embodied_r_ros.config import ConfigError
 from embodied_r_ros.frames import NS_PER_S, Pose
-from embodied_r_ros.node_config import NodeConfig
-from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
-from embodied_r_ros.ros.node import EmbodiedRNode, load_pipeline
+from embodied_r_ros.ros.messages import (
+    keyframe_stamps_ns,
+    ns_to_time,
+    odometry_message,
+    rgb_image_message,
+    stamp_to_ns,
+)
+from embodied_r_ros.ros.node import EmbodiedRNode
 from embodied_r_ros.ros.questions import QueryRequest
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
-
-WAIT_S = 30.0
-
-
-def wait_for(predicate, timeout: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
-
-
-def result_of(future, timeout: float = WAIT_S):
-    done = threading.Event()
-    future.add_done_callback(lambda _: done.set())
-    assert done.wait(timeout) or future.done(), "no reply in time"
-    return future.result()
-
-
-class Gate:
-    """Holds the VLM's generate calls while closed; ``entered`` tells that a call is waiting at it."""
-
-    def __init__(self):
-        self._open = threading.Event()
-        self._open.set()
-        self.entered = threading.Event()
-
-    def close(self):
-        self.entered.clear()
-        self._open.clear()
-
-    def open(self):
-        self._open.set()
-
-    def wait(self):
-        self.entered.set()
-        assert self._open.wait(120), "gate never opened"
-
-
-class GatedBackend:
-    """A real backend whose generate waits at a gate; everything else is the backend's own."""
-
-    def __init__(self, inner, gate: Gate):
-        self.inner, self.gate = inner, gate
-        self.config, self.supports_images = inner.config, inner.supports_images
-
-    def generate(self, requests, **kwargs):
-        self.gate.wait()
-        return self.inner.generate(requests, **kwargs)
-
-    def close(self):
-        self.inner.close()
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-@pytest.fixture(scope="module")
-def ros_context(ros_domain):
-    """An rclpy context in the module's random DDS domain on this host only."""
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)
-
-
-@pytest.fixture(scope="module")
-def gated_pipeline(tiny_models_dir):
-    common = dict(device="cpu", dtype="float32", max_new_tokens=8)
-    config = NodeConfig(
-        vlm=model_config(str(tiny_models_dir / "vlm"), **common),
-        lm=model_config(str(tiny_models_dir / "lm"), **common),
-    )
-    pipeline = load_pipeline(config, perceivers())
-    gate = Gate()
-    pipeline.perceiver.backend = GatedBackend(pipeline.perceiver.backend, gate)
-    yield pipeline, gate, config
-    gate.open()
-    pipeline.close()
-
-
-def node_parameters(config: NodeConfig, **extra) -> list[Parameter]:
-    values = {
-        "vlm.model": config.vlm.model,
-        "lm.model": config.lm.model,
-        "vlm.transformers.device": "cpu",
-        "lm.transformers.device": "cpu",
-        "query.timeout_s": 60.0,
-        "query.queue_length": 1,
-        "query.window_s": 600.0,
-        "diagnostics_period_s": 0.2,
-        **extra,
-    }
-    return [Parameter(name, value=value) for name, value in values.items()]
 
 
 class System:
@@ -188,11 +98,7 @@ class System:
             latched,
         )
         c.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 50)
-        self.executor = MultiThreadedExecutor(num_threads=16, context=context)
-        for node in (self.node, self.compressed_node, self.client):
-            self.executor.add_node(node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinning = Spinning(context, self.node, self.compressed_node, self.client, threads=16)
         self.next_ns = 1_700_000_000 * NS_PER_S
         for client in (self.ask_client, self.ask_client2, self.reset_client):
             assert client.wait_for_service(timeout_sec=WAIT_S)
@@ -204,8 +110,7 @@ class System:
         assert wait_for(lambda: self.node.count_subscribers("/robot/embodied_r/answer/_action/feedback") > 0)
 
     def close(self):
-        self.executor.shutdown(timeout_sec=2.0)
-        self.thread.join(timeout=5.0)
+        self.spinning.close()
         for node in (self.node, self.compressed_node, self.client):
             node.destroy_node()
 
@@ -263,16 +168,6 @@ class System:
 
     def set_params(self, *parameters: Parameter):
         return result_of(self.params.set_parameters(list(parameters))).results
-
-
-def odometry_message(stamp_ns: int, pose) -> Odometry:
-    message = Odometry()
-    message.header.stamp = ns_to_time(stamp_ns)
-    message.header.frame_id = "odom"
-    p, q = message.pose.pose.position, message.pose.pose.orientation
-    p.x, p.y, p.z = pose.position
-    q.x, q.y, q.z, q.w = pose.orientation
-    return message
 
 
 @pytest.fixture(scope="module")
@@ -689,8 +584,12 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         assert diagnostics["vlm"].startswith("ground-truth perception (simulator geometry, not a VLM)")
         image = np.zeros((120, 160, 3), np.uint8)  # ground truth reads the stamps, not the pixels
         for step in range(17):  # 0 .. 4 s of the scene at 4 Hz
-            node._on_image(rgb_image_message(image, scene.START_NS + step * NS_PER_S // 4, "camera"), None)
-        outcome = node.ask(QueryRequest("Is the red chair nearer than the yellow lamp?", ("yes", "no")))
+            node.inputs.on_image(
+                rgb_image_message(image, scene.START_NS + step * NS_PER_S // 4, "camera"), None
+            )
+        outcome = node.questions.ask(
+            QueryRequest("Is the red chair nearer than the yellow lamp?", ("yes", "no"))
+        )
         assert outcome.success, outcome.message
         descriptions = list(outcome.answer.keyframe_descriptions)
         assert descriptions[0] == (
@@ -716,24 +615,15 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
     from embodied_r_ros.config import KeyFrameConfig
     from embodied_r_ros.keyframes import select_keyframes
 
-    pipeline, gate, config = gated_pipeline
+    gate = gated_pipeline[1]
     gate.open()
     clip = synthetic_clip(seconds=14.0, fps=8.0, size=(160, 120), yaw_rate_deg=25.0)
     bag = tmp_path / "bag"
     write_bag(bag, [("/camera/image_raw", f.stamp_ns, image(f.stamp_ns, f.image)) for f in clip.frames])
     overrides = {"camera.qos": "reliable", "camera.qos_depth": 200, "pose.topic": ""}
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="parity",
-        parameter_overrides=node_parameters(config, **overrides),
-    )
+    node = gated_node(ros_context, gated_pipeline, "parity", **overrides)
     client = rclpy.create_node("parity_client", context=ros_context)
-    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
-    for each in (node, client):
-        executor.add_node(each)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinning = Spinning(ros_context, node, client, threads=4)
     try:
         remap = ["--ros-args", "-r", "/camera/image_raw:=/parity/camera/image_raw"]
         stats = play_bag(bag, rate=2.0, wait_subscribers_s=WAIT_S, args=remap)
@@ -763,8 +653,7 @@ def test_node_and_prepare_choose_the_same_key_frames_for_a_replayed_bag(
         response = result_of(ask.call_async(request), 60.0)
         assert not response.success and "reaches into the future" in response.message
     finally:
-        executor.shutdown(timeout_sec=2.0)
-        spinner.join(timeout=5.0)
+        spinning.close()
         node.destroy_node()
         client.destroy_node()
     with BagReader(bag, BagTopics(odometry="")) as reader:
@@ -821,13 +710,7 @@ def test_stamp_guard_believes_a_jump_only_when_it_persists():
 def test_the_camera_is_taken_even_while_the_node_executor_is_stuck(ros_context, gated_pipeline):
     """The camera subscription has a thread of its own: frames arrive while nothing spins the node, as when
     every executor thread waits on a question; the subscription is the node's own (ros2 node info)."""
-    pipeline, _, config = gated_pipeline
-    node = EmbodiedRNode(
-        pipeline=pipeline,
-        context=ros_context,
-        namespace="robot3",
-        parameter_overrides=node_parameters(config, **{"camera.qos": "reliable", "pose.topic": ""}),
-    )
+    node = gated_node(ros_context, gated_pipeline, "robot3", **{"camera.qos": "reliable", "pose.topic": ""})
     camera = rclpy.create_node("camera_driver", context=ros_context)
     try:
         publisher = camera.create_publisher(Image, "/robot3/camera/image_raw", QoSProfile(depth=50))
@@ -843,7 +726,7 @@ def test_the_camera_is_taken_even_while_the_node_executor_is_stuck(ros_context, 
         assert [name for name, _ in camera.get_node_names_and_namespaces() if "camera" in name] == [
             "camera_driver"
         ]  # no hidden helper node
-        camera_thread = node._camera
+        camera_thread = node.inputs.camera
     finally:
         node.destroy_node()
         camera.destroy_node()

@@ -20,9 +20,8 @@ import pytest
 import rclpy
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import MultiThreadedExecutor
+from node_helpers import Spinning, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from test_node_ros import wait_for
 
 from embodied_r_ros.config import ConfigError
 from embodied_r_ros.frames import NS_PER_S, Pose
@@ -81,14 +80,9 @@ def ros(ros_domain):
     rclpy.init(context=context)
     publisher = rclpy.create_node("pose_publisher", context=context)
     host = rclpy.create_node("pose_host", context=context)
-    executor = MultiThreadedExecutor(num_threads=4, context=context)
-    executor.add_node(publisher)
-    executor.add_node(host)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    spinning = Spinning(context, publisher, host, threads=4)
     yield publisher, host
-    executor.shutdown(timeout_sec=2.0)
-    thread.join(timeout=5.0)
+    spinning.close()
     publisher.destroy_node()
     host.destroy_node()
     rclpy.try_shutdown(context=context)

@@ -1,4 +1,5 @@
-"""Between ROS messages and the core's types: stamps, poses, answers and key-frame images.
+"""Between ROS messages and the core's types: stamps, transforms, answers and key-frame images (the pose
+messages of each pose source are read by the registry, :mod:`embodied_r_ros.poses.pose_sources`).
 
 Used by the node, ``embodied-r ask`` and the report. Reading functions are duck-typed (rclpy messages and
 rosbags' objects both work); building functions return rclpy messages.
@@ -32,15 +33,6 @@ def ns_to_time(stamp_ns: int) -> Any:
     return Time(sec=sec, nanosec=nanosec)
 
 
-def geometry_pose(pose: Any) -> Pose:
-    """A geometry_msgs/Pose-like value (``position``, ``orientation``) as a core :class:`Pose`."""
-    p, q = pose.position, pose.orientation
-    return Pose(
-        position=(float(p.x), float(p.y), float(p.z)),
-        orientation=(float(q.x), float(q.y), float(q.z), float(q.w)),
-    )
-
-
 def transform_pose(transform: Any) -> Pose:
     """A geometry_msgs/Transform-like value (``translation``, ``rotation``: the child frame in the parent)
     as a core :class:`Pose`."""
@@ -51,20 +43,18 @@ def transform_pose(transform: Any) -> Pose:
     )
 
 
-def odometry_pose(message: Any) -> Pose:
-    """The pose of a nav_msgs/Odometry-like message (``pose.pose``) as a core :class:`Pose`."""
-    return geometry_pose(message.pose.pose)
+def odometry_message(stamp_ns: int, pose: Pose, frame_id: str = "odom") -> Any:
+    """A nav_msgs/Odometry stamped ``stamp_ns`` carrying ``pose`` (the body in ``frame_id``): what a robot's
+    odometry publishes, for the programs that feed the node (benchmarks, tests)."""
+    from nav_msgs.msg import Odometry
 
-
-def pose_stamped_pose(message: Any) -> Pose:
-    """The pose of a geometry_msgs/PoseStamped-like message (``pose``)."""
-    return geometry_pose(message.pose)
-
-
-def pose_with_covariance_pose(message: Any) -> Pose:
-    """The pose of a geometry_msgs/PoseWithCovarianceStamped-like message (``pose.pose``; the covariance is
-    not used)."""
-    return geometry_pose(message.pose.pose)
+    message = Odometry()
+    message.header.stamp = ns_to_time(stamp_ns)
+    message.header.frame_id = frame_id
+    p, q = message.pose.pose.position, message.pose.pose.orientation
+    p.x, p.y, p.z = pose.position
+    q.x, q.y, q.z, q.w = pose.orientation
+    return message
 
 
 def answer_to_message(

@@ -1,8 +1,12 @@
 """The node's poses: camera poses in the fixed frame from the source ``pose.source`` names.
 
-- ``odometry`` / ``pose`` / ``pose_with_covariance``: nav_msgs/Odometry, geometry_msgs/PoseStamped or
-  PoseWithCovarianceStamped on ``pose.topic`` (drones: the flight stack's local position). The message's
-  pose is the body in the fixed frame; the camera pose is that pose composed with ``pose.camera_offset``.
+What each source listens to is the registry's (:data:`~embodied_r_ros.poses.pose_sources.POSE_SOURCES`):
+
+- a message source (``odometry``, ``pose``, ``pose_with_covariance``: nav_msgs/Odometry,
+  geometry_msgs/PoseStamped or PoseWithCovarianceStamped on ``pose.topic``; drones: the flight stack's local
+  position): its type is resolved to the rclpy class here (:func:`message_class`) and the registry reads the
+  body pose in the fixed frame out of each message; the camera pose is that pose composed with
+  ``pose.camera_offset``.
 - ``tf``: the transform ``pose.odom_frame`` -> the camera frame (``pose.camera_frame``, or the images'
   frame_id) from ``/tf`` and ``/tf_static`` (:mod:`.tf_listener`), looked up at each camera frame's stamp
   once the transforms around it arrived (:class:`~embodied_r_ros.poses.transform_tree.PendingLookups`), then
@@ -24,11 +28,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import ConfigError
 from ..frames import NS_PER_S, Pose
-from ..node_config import POSE_MESSAGE_TYPES, PoseConfig
+from ..node_config import PoseConfig
+from ..poses.pose_sources import POSE_SOURCES, PoseSourceKind
 from ..poses.transform_tree import PendingLookups, SettledLookup, TransformTree, frame_name
 from ..poses.transforms import IDENTITY, compose, pose_problem
 from .input_thread import close_input, subscribe_input
-from .messages import odometry_pose, pose_stamped_pose, pose_with_covariance_pose, stamp_to_ns
+from .messages import stamp_to_ns
 from .tf_listener import TF_STATIC_TOPIC, TF_TOPIC, TfListener, tf_messages_problem
 
 if TYPE_CHECKING:
@@ -37,12 +42,6 @@ if TYPE_CHECKING:
 
 # Queue depth of a pose-message subscription (best effort: takes reliable publishers too).
 POSE_QOS_DEPTH = 50
-# How each message source reads the body pose out of its message.
-MESSAGE_POSES: dict[str, Callable[[Any], Pose]] = {
-    "odometry": odometry_pose,
-    "pose": pose_stamped_pose,
-    "pose_with_covariance": pose_with_covariance_pose,
-}
 NO_TF_POSE = "no_tf_pose"  # the drop counter of camera frames that TF gave no pose
 
 
@@ -57,14 +56,14 @@ class PoseProblem:
 
 def pose_source_problem(config: PoseConfig) -> str:
     """Why a :class:`PoseSource` for ``config`` cannot start here ("" when it can): tf without tf2_msgs."""
-    return tf_messages_problem() if config.active_source == "tf" else ""
+    return tf_messages_problem() if POSE_SOURCES[config.active_source].tf else ""
 
 
-def message_type(source: str) -> type:
-    """The rclpy message class of a message source ("odometry" -> nav_msgs.msg.Odometry)."""
+def message_class(type_name: str) -> type:
+    """The rclpy message class a registry entry names ("nav_msgs/Odometry" -> nav_msgs.msg.Odometry)."""
     import importlib
 
-    package, name = POSE_MESSAGE_TYPES[source].split("/")
+    package, name = type_name.split("/")
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
@@ -90,6 +89,7 @@ class PoseSource:
             raise ConfigError(problem)
         self.config = config
         self.source = config.active_source
+        self.kind: PoseSourceKind = POSE_SOURCES[self.source]
         self._node = node
         self._on_pose = on_pose
         self._on_problem = on_problem
@@ -99,21 +99,20 @@ class PoseSource:
         self._pending: PendingLookups | None = None
         self._settling = threading.Lock()  # one thread settles at a time, so poses reach on_pose in order
         self._warned_optical: set[str] = set()
-        if self.source in MESSAGE_POSES:
+        if self.kind.message_type:
             from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-            read = MESSAGE_POSES[self.source]
             self._subscription = subscribe_input(
                 node,
-                message_type(self.source),
+                message_class(self.kind.message_type),
                 config.topic,
-                lambda message: self._on_message(message, read),
+                self._on_message,
                 QoSProfile(depth=POSE_QOS_DEPTH, reliability=ReliabilityPolicy.BEST_EFFORT),
                 callback_group,
                 own_threads,
                 "poses",
             )
-        elif self.source == "tf":
+        elif self.kind.tf:
             tree = TransformTree(config.max_gap_s)
             self._pending = PendingLookups(tree, frame_name(config.odom_frame), config.max_gap_s)
             self._tf = TfListener(
@@ -124,7 +123,7 @@ class PoseSource:
     def description(self) -> str:
         """What it listens to, for the node's log ("nav_msgs/Odometry on /odom", "off", ...)."""
         if self._subscription is not None:
-            return f"{POSE_MESSAGE_TYPES[self.source]} on {self._subscription.topic_name}"
+            return f"{self.kind.message_type} on {self._subscription.topic_name}"
         if self._tf is not None:
             camera = self.config.camera_frame or "the images' frame"
             return f"TF {self.config.odom_frame} -> {camera} from {TF_TOPIC} and {TF_STATIC_TOPIC}"
@@ -132,14 +131,15 @@ class PoseSource:
 
     # ------------------------------------------------------------------------------ message sources
 
-    def _on_message(self, message: Any, read: Callable[[Any], Pose]) -> None:
-        body = read(message)
+    def _on_message(self, message: Any) -> None:
+        assert self.kind.read is not None  # a message source
+        body = self.kind.read(message)
         problem = pose_problem(body)
         if problem:
             self._on_problem(
                 PoseProblem(
                     f"bad_{self.source}",
-                    f"dropped a {POSE_MESSAGE_TYPES[self.source]} message on {self.config.topic}: {problem}; "
+                    f"dropped a {self.kind.message_type} message on {self.config.topic}: {problem}; "
                     "check the pose source",
                 )
             )

@@ -1,12 +1,13 @@
 """A question as the node receives it, the size check it passes before it queues, and how it ends.
 
 The path a question takes through the node (receive -> validate -> window -> queue -> answer -> reply) is
-:meth:`embodied_r_ros.ros.node.EmbodiedRNode.ask`; this module holds its data and the validation step.
-Plain Python (no ROS), so it is tested without DDS.
+:meth:`embodied_r_ros.ros.question_path.QuestionPath.ask`; this module holds its data and the validation
+step. Plain Python (no ROS), so it is tested without DDS.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -69,11 +70,30 @@ class Outcome:
     status: str = "failed"  # "answered", "failed", "busy", "timeout", "cancelled", "shutdown"
 
 
+class Reply:
+    """Where one question's :class:`Outcome` goes, once: the first :meth:`settle` wins (the worker's
+    completion, or a waiting caller that gave the question up). ``deliver``: a caller that does not wait
+    (the ``~/question`` topic) gets the outcome there; a waiting one reads :attr:`outcome`."""
+
+    def __init__(self, deliver: Callable[[Outcome], None] | None = None) -> None:
+        self.deliver = deliver
+        self.outcome: Outcome | None = None
+        self._lock = threading.Lock()
+
+    def settle(self, outcome: Outcome) -> bool:
+        """Take ``outcome`` as the question's end; False (and nothing changes) when it had one already."""
+        with self._lock:
+            if self.outcome is not None:
+                return False
+            self.outcome = outcome
+            return True
+
+
 @dataclass(frozen=True)
 class QueuedQuestion:
-    """What the query worker's queue holds for one question: the request, the window it passed the check
-    with, and, for a caller that does not wait for it (the ``~/question`` topic), where its outcome goes."""
+    """What the query worker's queue holds for one question, everything its answer needs: the request,
+    the window it passed the check with, and the :class:`Reply` its outcome goes to."""
 
     request: QueryRequest
     window: Window
-    reply: Callable[[Outcome], None] | None = None
+    reply: Reply

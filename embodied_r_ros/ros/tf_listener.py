@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..poses.pose_sources import sources_without_tf
 from ..poses.transform_tree import TransformTree
 from .input_thread import close_input, subscribe_input
 from .messages import stamp_to_ns, transform_pose
@@ -36,7 +37,7 @@ def tf_messages_problem() -> str:
             f"pose.source tf needs the ROS package tf2_msgs, which cannot be imported ({exc}): on a ROS "
             "install, `apt install ros-$ROS_DISTRO-tf2-msgs` and source /opt/ros/$ROS_DISTRO/setup.bash; "
             "in this repository's workspace, `make build` builds it (interfaces/tf2_msgs), then source "
-            "install/setup.bash; or set pose.source to odometry, pose, pose_with_covariance or none"
+            f"install/setup.bash; or set pose.source to {sources_without_tf()}"
         )
     return ""
 
