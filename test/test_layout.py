@@ -1,4 +1,4 @@
-"""The layers of the house, checked on the source: who may import whom (README, "Layout").
+"""The layers of the house, checked on the source: who may import whom (docs/layout.md, ARCHITECTURE.md).
 
 core (embodied_r_ros, less ros/ and cli/) <- ros (embodied_r_ros/ros) <- command line (embodied_r_ros/cli);
 the training library (embodied_r_training) imports the core only; the training package's commands

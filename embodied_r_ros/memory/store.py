@@ -44,7 +44,6 @@ from ..frames import NS_PER_S, Pose
 from .budget import checkpoint, evict, give_back_pages
 from .commit import QueuedCandidate, QueuedDescription, QueuedPose, QueuedRow, write_rows
 from .files import (
-    memory_path,  # noqa: F401  (ros/node.py imports it from here until it is repointed)
     move_aside,
     size_on_disk,
     take_lock,

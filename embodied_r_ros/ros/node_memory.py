@@ -14,9 +14,11 @@ from typing import Any, Sequence
 
 from ..history import MemorySearchError, RobotHistory, WindowKeyFrames
 from ..memory.describer import MemoryDescriber
+from ..memory.files import memory_path
 from ..memory.mission_time import without_place
+from ..memory.records import MemoryStatus
 from ..memory.search import SearchSettings
-from ..memory.store import MemoryStatus, MemoryStore, memory_path
+from ..memory.store import MemoryStore
 from ..memory.text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..node_config import NodeConfig
 from ..perception import Description
