@@ -232,8 +232,9 @@ class NodeInputs:
             self._warn_drop(
                 "lost",
                 f"{self._gaps.missed} camera frame(s) on {self.camera_topic} never reached the node (gaps "
-                "in the publisher's sequence numbers): the middleware dropped them; see docs/robot.md, 'Large raw "
-                "images over Fast DDS' (a Fast DDS profile for large images, camera.qos, a free core)",
+                "in the publisher's sequence numbers): the middleware dropped them; see docs/robot.md, "
+                "'Large raw images over Fast DDS' (a Fast DDS profile for large images, camera.qos, a free "
+                "core)",
             )
 
     def _on_camera_qos_mismatch(self, event: QoSRequestedIncompatibleQoSInfo) -> None:
