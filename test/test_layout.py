@@ -251,3 +251,13 @@ def test_training_modules_import_each_other_without_cycles():
     assert "embodied_r_training.tasks.scene" in graph["embodied_r_training.tasks.appearance_order"]
     assert _cycle(graph) == []
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c"]  # the check finds a cycle
+
+
+def test_the_core_is_grouped_by_what_each_part_serves():
+    """At most 16 modules lie flat in the core; the memory, the poses and the prompt-and-answer modules
+    live in their own sub-packages (docs/layout.md)."""
+    flat = sorted(p.stem for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert 8 <= len(flat) <= 16, flat
+    grouped = {"memory": "store", "poses": "transform_tree", "reasoning": "answers"}
+    assert all((CORE / package / f"{module}.py").is_file() for package, module in grouped.items())
+    assert not {"memory_store", "pose_math", "answers", "prompts", "options"} & set(flat)
