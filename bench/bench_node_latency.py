@@ -17,30 +17,23 @@ Run:  python bench/bench_node_latency.py [--seconds 20] [--max-new-tokens 32] [-
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import statistics
 import threading
 import time
-from pathlib import Path
 
-from node_process import isolate_dds, tiny_model_overrides
+from node_process import isolate_dds, node_bench_parser, tiny_model_overrides
 
 QUESTION = "Which object did I pass first?"
 OPTIONS = ["the red chair", "the lamp", "the door", "the sofa"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = node_bench_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=20.0, help="clip length (the question's window)")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--models-dir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
     isolate_dds()

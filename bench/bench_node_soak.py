@@ -21,7 +21,6 @@ one camera callback runs longer than MS: what held it (bench/stall_trace/sitecus
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -35,6 +34,7 @@ from node_process import (
     BenchNode,
     CameraFeed,
     isolate_dds,
+    node_bench_parser,
     paced,
     percentile,
     plain_subscriber_result,
@@ -60,19 +60,12 @@ def trace_stalls(path: Path, threshold_ms: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = node_bench_parser(__doc__, size=True, rate=30.0)
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--rate", type=float, default=30.0, help="camera and odometry rate, Hz")
     parser.add_argument("--question-period", type=float, default=10.0, help="seconds between questions")
     parser.add_argument("--history-s", type=float, default=60.0, help="the node's buffer.history_s")
     parser.add_argument("--warmup-minutes", type=float, default=2.0, help="(at most 40 %% of the run)")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
     parser.add_argument("--no-memory", action="store_true", help="memory.enabled false (no durable store)")
-    parser.add_argument("--models-dir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--node-log", type=Path, default=None, help="the node's log (default: a temp file)")
     parser.add_argument(
         "--trace-stalls",

@@ -26,6 +26,7 @@ from node_process import (
     BenchNode,
     CameraFeed,
     isolate_dds,
+    node_bench_parser,
     paced,
     start_node,
     stop_node,
@@ -114,18 +115,11 @@ def run_mode(args: argparse.Namespace, sim_time: bool, models: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = node_bench_parser(__doc__, size=True, rate=30.0)
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--window", type=float, default=8.0, help="seconds of history each question covers")
-    parser.add_argument("--rate", type=float, default=30.0, help="camera and odometry rate, Hz")
     parser.add_argument("--clock-rate", type=float, default=100.0, help="/clock rate under sim time, Hz")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="CPU sampled with no question")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
-    parser.add_argument("--models-dir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
     isolate_dds()

@@ -11,7 +11,6 @@ Run:  python bench/executor_wakeups.py [--seconds 20] [--inputs none,camera,odom
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -19,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from node_process import isolate_dds, paced, start_node, stop_node, tiny_model_overrides
+from node_process import isolate_dds, node_bench_parser, paced, start_node, stop_node, tiny_model_overrides
 
 SPIN_THREAD = "embodied_r_spin"
 RATES_HZ = {"camera": 30.0, "odom": 30.0, "clock": 100.0}
@@ -111,13 +110,9 @@ def measure(inputs: set[str], seconds: float, models: Path, sim_time: bool) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = node_bench_parser(__doc__, max_new_tokens=None)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--inputs", default="none,camera,odom,clock,all", help="comma-separated sets to run")
-    parser.add_argument("--models-dir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     models = args.models_dir or Path(os.environ.get("EMBODIED_R_TINY_MODELS", ".cache/tiny-models"))
     isolate_dds()

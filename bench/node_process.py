@@ -40,6 +40,24 @@ ODOMETRY_TOPIC = "/odom"
 NODE = "/embodied_r"
 
 
+def node_bench_parser(description: str, *, max_new_tokens: int | None = 32, size: bool = False,
+                      rate: float | None = None) -> argparse.ArgumentParser:  # fmt: skip
+    """The flags every node benchmark shares: ``--models-dir`` (the tiny models, built when missing) and
+    ``--json`` (where its figures go); with the arguments, ``--max-new-tokens``, ``--size`` and ``--rate``."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if rate is not None:
+        parser.add_argument("--rate", type=float, default=rate, help="camera and odometry rate, Hz")
+    if max_new_tokens is not None:
+        parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    if size:
+        parser.add_argument("--size", default="640x480", help="camera image WIDTHxHEIGHT")
+    parser.add_argument("--models-dir", type=Path, default=None, help="the tiny models (built when missing)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    return parser
+
+
 def isolate_dds() -> None:
     """A random ROS_DOMAIN_ID and discovery on this host only, for this process and the ones it starts
     (call before rclpy is imported)."""
