@@ -81,11 +81,9 @@ def test_distances_and_closest() -> None:
     assert closest_object(a, [b, c]).name == "green box"
 
 
-def test_turn_labels_and_route_turns() -> None:
-    assert turn_label(90.0) == "turn left" and turn_label(-60.0) == "turn right"
-    assert turn_label(170.0) == "turn around" and turn_label(5.0) == ""
-    assert turn_label(25.0) is None and turn_label(150.0) is None  # too close to a limit to name
-    traj = Trajectory(
+def _zigzag_walk() -> Trajectory:
+    """Walk 3 m, turn left, walk 2.5 m, turn right, walk 1 m (a route with both turns)."""
+    return Trajectory(
         StartState(-2.0, -1.5, 1.25, 0.0, 0.0),
         [
             Segment(WALK, 4.0, forward_m=3.0),
@@ -95,6 +93,13 @@ def test_turn_labels_and_route_turns() -> None:
             Segment(WALK, 2.0, forward_m=1.0),
         ],
     )
+
+
+def test_turn_labels_and_route_turns() -> None:
+    assert turn_label(90.0) == "turn left" and turn_label(-60.0) == "turn right"
+    assert turn_label(170.0) == "turn around" and turn_label(5.0) == ""
+    assert turn_label(25.0) is None and turn_label(150.0) is None  # too close to a limit to name
+    traj = _zigzag_walk()
     assert route_turns(traj, 0, 4) == ["turn left", "turn right"]
     assert route_turns(traj, 0, 2) == ["turn left"]
 
@@ -187,16 +192,7 @@ def test_route_and_ego_motion_on_a_hand_built_walk() -> None:
         obj(2, "blue table", 1.0, 1.7, (1.4, 0.8, 0.75)),
         obj(3, "green box", 2.8, -2.0),
     )
-    traj = Trajectory(
-        StartState(-2.0, -1.5, 1.25, 0.0, 0.0),
-        [
-            Segment(WALK, 4.0, forward_m=3.0),
-            Segment(TURN, 2.0, yaw_deg=90.0),
-            Segment(WALK, 3.0, forward_m=2.5),
-            Segment(TURN, 2.0, yaw_deg=-90.0),
-            Segment(WALK, 2.0, forward_m=1.0),
-        ],
-    )
+    traj = _zigzag_walk()
     vis = visibility({1: 0.0, 2: 0.0, 3: 0.0}, 3, end_s=13.0)
     # Options are drawn with rejection (so that the truth is exchangeable with them): over a few draws.
     questions = [
