@@ -40,7 +40,7 @@ def load_pipeline(config: PipelineConfig) -> EmbodiedR:
 def node_main(args: Sequence[str] | None = None) -> int:
     """Run the ``embodied_r`` node with the application's perceivers (the ``embodied_r_node`` executable,
     ``python -m embodied_r_ros.cli.parts``); returns its exit code."""
-    from ..ros.node import main
+    from ..ros.node_main import main
 
     return main(args, perceivers=perceivers())
 
