@@ -34,6 +34,7 @@ from node_process import (
     camera_qos,
     isolate_dds,
     plain_subscriber_result,
+    report,
     start_plain_subscriber,
     tiny_model_overrides,
 )
@@ -173,10 +174,7 @@ def main() -> None:
         "node_process_cpu_share_of_one_core": round(cpu / wall, 3),
         "plain_subscriber_cpu_ms_per_frame": round(1e3 * plain["cpu_s"] / max(1, plain_received), 3),
     }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+    report(results, args.json)
     executor.shutdown(timeout_sec=2.0)
     spinner.join(timeout=5.0)
     node.destroy_node()

@@ -17,14 +17,13 @@ Run:  python bench/bench_node_latency.py [--seconds 20] [--max-new-tokens 32] [-
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
 import threading
 import time
 
-from node_process import isolate_dds, node_bench_parser, tiny_model_overrides
+from node_process import isolate_dds, node_bench_parser, report, tiny_model_overrides
 
 QUESTION = "Which object did I pass first?"
 OPTIONS = ["the red chair", "the lamp", "the door", "the sofa"]
@@ -139,10 +138,7 @@ def main() -> None:
             for name, runs in cases.items()
         },
     }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+    report(results, args.json)
     executor.shutdown(timeout_sec=2.0)
     node.destroy_node()
     client.destroy_node()

@@ -21,7 +21,6 @@ one camera callback runs longer than MS: what held it (bench/stall_trace/sitecus
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -38,6 +37,7 @@ from node_process import (
     paced,
     percentile,
     plain_subscriber_result,
+    report,
     rss_mb,
     start_node,
     start_plain_subscriber,
@@ -209,10 +209,7 @@ def main() -> None:
         "node_exit_code": node.returncode,
         "node_tracebacks": node_err.count("Traceback"),
     }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+    report(results, args.json)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Run:  python bench/bench_sim_time.py [--questions 5] [--window 8] [--clock-rate 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -28,6 +27,7 @@ from node_process import (
     isolate_dds,
     node_bench_parser,
     paced,
+    report,
     start_node,
     stop_node,
     tiny_model_overrides,
@@ -146,10 +146,7 @@ def main() -> None:
         "sim_time": sim,
         "sim_over_wall_median_latency": ratio,
     }
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+    report(results, args.json)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,15 @@ def node_bench_parser(description: str, *, max_new_tokens: int | None = 32, size
     return parser
 
 
+def report(results: dict[str, Any], path: Path | None) -> None:
+    """Print a benchmark's figures as JSON, and write them to ``path`` when given."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def isolate_dds() -> None:
     """A random ROS_DOMAIN_ID and discovery on this host only, for this process and the ones it starts
     (call before rclpy is imported)."""
