@@ -28,12 +28,9 @@ import numpy as np
 
 from .config import BufferConfig
 from .frames import NS_PER_S, Clip, Frame, Pose
+from .image_conversion import decode_rgb
 
 ENTRY_OVERHEAD_BYTES = 256  # bookkeeping per stored frame (entry object, stamp, pose), counted in the budget
-
-# OpenCV >= 4.10 decodes straight to RGB; older versions decode BGR and need a conversion.
-_IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)
-
 
 class ClipBufferError(ValueError):
     """A frame or query the buffer cannot serve; the message names the problem and the fix."""
@@ -223,11 +220,7 @@ def decode_payload(payload: np.ndarray, stamp_ns: int) -> np.ndarray:
     no copy), JPEG bytes decoded. Raises :class:`ClipBufferError` for bytes that are not a JPEG."""
     if payload.ndim == 3:
         return payload
-    if _IMREAD_RGB is not None:
-        image = cv2.imdecode(payload, _IMREAD_RGB)
-    else:
-        image = cv2.imdecode(payload, cv2.IMREAD_COLOR)
-        image = None if image is None else cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    image = decode_rgb(payload)
     if image is None:
         raise ClipBufferError(f"stored JPEG of the frame at {stamp_ns} ns could not be decoded")
     return image

@@ -125,6 +125,14 @@ def image_to_rgb(message: Any) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(pixels), layout.to_rgb)
 
 
+def decode_rgb(encoded: np.ndarray) -> np.ndarray | None:
+    """JPEG or PNG bytes (a uint8 array) as an HxWx3 uint8 RGB array; None when they do not decode."""
+    if _IMREAD_RGB is not None:
+        return cv2.imdecode(encoded, _IMREAD_RGB)
+    decoded = cv2.imdecode(encoded, cv2.IMREAD_COLOR)
+    return None if decoded is None else cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+
+
 def compressed_to_rgb(message: Any) -> np.ndarray:
     """A sensor_msgs/CompressedImage-like message (JPEG or PNG) as an HxWx3 uint8 RGB array."""
     fmt = str(message.format)
@@ -135,11 +143,7 @@ def compressed_to_rgb(message: Any) -> np.ndarray:
     buffer = np.frombuffer(message.data, dtype=np.uint8)
     if buffer.size == 0:
         raise ImageConversionError("compressed image holds no data", "zero_size")
-    if _IMREAD_RGB is not None:
-        image = cv2.imdecode(buffer, _IMREAD_RGB)
-    else:
-        decoded = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
-        image = None if decoded is None else cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+    image = decode_rgb(buffer)
     if image is None:
         raise ImageConversionError(
             f"compressed image ({buffer.size} bytes, format {fmt!r}) could not be decoded as JPEG or PNG",
