@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from importlib import metadata
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,12 +81,20 @@ class Registry(Generic[T]):
     def __init__(self) -> None:
         self._registered: dict[str, T] = {}
         self._unavailable: dict[str, str] = {}
+        self._deferred: dict[str, Callable[[], None]] = {}  # installed plugins, imported on first use
 
     def _add(self, name: str, entry: T) -> None:
         if name in self._registered:  # a programming error
             raise ValueError(f"{self.kind} {name!r} is registered already")
         self._registered[name] = entry
         self._unavailable.pop(name, None)
+        self._deferred.pop(name, None)
+
+    def defer(self, name: str, register: Callable[[], None]) -> None:
+        """Register ``name`` when it is first asked for, by calling ``register()`` (which imports its plugin
+        and adds it, or records it as unavailable): an installed plugin costs nothing until it is used."""
+        if name not in self._registered:
+            self._deferred.setdefault(name, register)
 
     def unavailable(self, name: str, reason: str) -> None:
         """Record that ``name`` exists but cannot be made here (its package, or a dependency of it, is not
@@ -96,10 +104,13 @@ class Registry(Generic[T]):
             self._unavailable.setdefault(name, reason)
 
     def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
-        return tuple(self._registered)
+        """The registered names, in registration order, then the installed plugins not imported yet."""
+        return (*self._registered, *(n for n in self._deferred if n not in self._registered))
 
     def _find(self, name: str) -> T:
+        register = self._deferred.pop(name, None)
+        if register is not None:
+            register()
         entry = self._registered.get(name)
         if entry is None:
             raise self._missing(name, self._unavailable.get(name))
@@ -110,20 +121,25 @@ class Registry(Generic[T]):
         raise NotImplementedError
 
     def _listing(self) -> str:
-        return ", ".join(self._registered) or "none"
+        return ", ".join(self.names()) or "none"
 
 
 def register_installed(group: str, registry: Registry, hint: str = "") -> None:
-    """Call ``register(registry)`` of every entry point of ``group`` (name = what it registers). One whose
-    package cannot be imported is recorded in ``registry`` as unavailable, the reason followed by ``hint``
-    (how to install it); one whose name is taken (by the core) is left out with a warning."""
+    """Make every entry point of ``group`` (name = what it registers) known to ``registry``, to be imported
+    and registered (``register(registry)``) when it is first asked for. One whose package cannot be imported
+    then is recorded as unavailable, the reason followed by ``hint`` (how to install it); one whose name is
+    taken (by the core) is left out with a warning."""
     for entry in entry_points(group):
         if entry.name in registry.names():
             log.warning("%s %s of %s left out: the name is taken", group, entry.name, entry.value)
             continue
-        try:
-            register = load(entry)
-        except PluginUnavailable as exc:
-            registry.unavailable(entry.name, f"{exc}; {hint}" if hint else str(exc))
-            continue
-        register(registry)
+
+        def register(entry: metadata.EntryPoint = entry) -> None:
+            try:
+                plugin = load(entry)
+            except PluginUnavailable as exc:
+                registry.unavailable(entry.name, f"{exc}; {hint}" if hint else str(exc))
+                return
+            plugin(registry)
+
+        registry.defer(entry.name, register)

@@ -109,6 +109,39 @@ def test_a_change_to_what_the_code_computes_changes_the_identity_and_is_named(co
         assert stage_code.code_changes(before, after) == names
 
 
+REGISTRY = """
+    import re
+    from re import escape as quote
+
+
+    def solve_a(text):
+        return quote(text)
+
+
+    def solve_b(text):
+        return text
+
+
+    TASK = dict(name="a", solve=solve_a)
+    TASKS = (solve_a, solve_b)
+"""
+
+
+def test_registrations_their_order_and_aliases_count(code_package) -> None:
+    """What runs through a registry or an alias is part of the code even when no function reads it."""
+    stage_code, identity = code_package
+    before, _ = identity(a=REGISTRY, b=B)
+    for changed_text, names in (
+        (REGISTRY.replace("solve=solve_a", "solve=solve_b"), ["TASK"]),  # another solver registered
+        (REGISTRY.replace("(solve_a, solve_b)", "(solve_b, solve_a)"), ["TASKS"]),  # the order tried
+        (REGISTRY.replace("from re import escape as quote", "from re import sub as quote"), ["solve_a"]),
+    ):
+        after, _ = identity(a=changed_text)
+        assert stage_code.code_changes(before, after) == names
+    same, _ = identity(a=REGISTRY.replace("import re\n", "import re  # patterns\n"))
+    assert stage_code.code_changes(before, same) == []
+
+
 def _key(kept, code, where=None, **inputs):
     base = {"data": "d1", "config": "c1", "model": "m1"}
     return kept.StageKey({**base, **inputs}, code, where or {})
@@ -154,12 +187,12 @@ def test_a_result_another_key_left_in_out_is_set_aside_not_kept(kept, tmp_path: 
     old.mkdir(parents=True)
     (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))  # no provenance: an earlier run's
     store = kept.KeptResults(root, out)
-    assert not store.vouched(old, key)
+    assert store.why_invalid(old, key) == "no provenance"
     store.keep("eval", "grpo", key, {"metrics.json": old / "metrics.json"})
     assert not (root / "eval" / "grpo").exists()  # it would be labelled with a key that did not make it
 
     store.claim(old, key)  # before evaluate() recomputes: the old result moves aside, nothing is lost
-    assert not (old / "metrics.json").exists() and store.vouched(old, key)
+    assert not (old / "metrics.json").exists() and store.why_invalid(old, key) is None
     (aside,) = (out / "eval").glob("grpo.stale-*")
     assert json.loads((aside / "metrics.json").read_text()) == {"mc_accuracy": 0.1}
     (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.5}))
@@ -167,7 +200,7 @@ def test_a_result_another_key_left_in_out_is_set_aside_not_kept(kept, tmp_path: 
     assert json.loads((old / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
     store.keep("eval", "grpo", key, {"metrics.json": old / "metrics.json"})
     assert (root / "eval" / "grpo" / "provenance.json").is_file()
-    assert not store.vouched(old, _key(kept, {"score": ["bbb"]}))  # another stage code: not this run's
+    assert store.why_invalid(old, _key(kept, {"score": ["bbb"]})) is not None  # another stage code
 
     # A valid kept result replaces an older one in another OUT instead of being shadowed by it.
     other = tmp_path / "other" / "eval" / "grpo"
@@ -175,6 +208,17 @@ def test_a_result_another_key_left_in_out_is_set_aside_not_kept(kept, tmp_path: 
     (other / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.1}))
     assert kept.KeptResults(root, tmp_path / "other").restore("eval", "grpo", key, ("metrics.json",))
     assert json.loads((other / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
+    # A half-written result of the same key in OUT is replaced by the kept one, file by file.
+    (other / "metrics.json").write_text("{")
+    assert kept.KeptResults(root, tmp_path / "other").restore("eval", "grpo", key, ("metrics.json",))
+    assert json.loads((other / "metrics.json").read_text()) == {"mc_accuracy": 0.5}
+    # Keeping a new result of another key puts it in place whole, nothing left beside it.
+    newer = _key(kept, {"score": ["ccc"]})
+    store.claim(old, newer)
+    (old / "metrics.json").write_text(json.dumps({"mc_accuracy": 0.75}))
+    store.keep("eval", "grpo", newer, {"metrics.json": old / "metrics.json"})
+    assert sorted(p.name for p in (root / "eval").iterdir()) == ["grpo"]
+    assert store.why_invalid(root / "eval" / "grpo", newer) is None
 
 
 def _data(root: Path, rows: list[dict]) -> dict[str, Path]:
@@ -245,7 +289,8 @@ def test_an_evaluation_key_holds_its_data_system_and_settings_by_content(
     def key(out: Path, scene: str = "scene_0000", system=None, flags=("--dtype", "float32")):
         data = _data(out / "data", [{"id": "q1", "bag": str(out / "synth" / scene / "bag")}])
         system = system or {"name": "reasoner", "lm": "m1", "adapter": "a1"}
-        return steps.eval_key(steps.Identities(out), data["test_all"], system, list(flags))
+        command = ["eval", str(data["test_all"]), "--split", "test", "--out", str(out / "eval"), *flags]
+        return steps.eval_key(steps.Identities(out), data["test_all"], system, command)
 
     here = key(tmp_path / "here")
     assert here.why_not(key(tmp_path / "elsewhere").as_dict()) is None

@@ -231,3 +231,25 @@ def test_an_unknown_backend_still_names_the_role_and_its_settings():
     with pytest.raises(BackendError, match=r"^cannot load the LM \(lm.model = 'm', lm.backend = nowhere\): "
                        r"unknown backend 'nowhere'; registered: transformers, openai"):  # fmt: skip
         load_role("LM", "lm", config, vision=False)
+
+
+def test_an_installed_plugin_is_imported_only_when_it_is_used():
+    """The node builds its perceiver registry at every start: with perception.perceiver vlm, training's
+    ground truth (its simulator, OpenCV renderer) must cost nothing; asking for it imports it."""
+    code = (
+        "import sys\n"
+        "from embodied_r_ros.perceivers import installed_perceivers\n"
+        "from embodied_r_ros.config import PerceptionConfig, PipelineConfig\n"
+        "registry = installed_perceivers()\n"
+        "print(registry.names(), sorted(m for m in sys.modules if m.startswith('embodied_r_training')))\n"
+        "try:\n"
+        "    registry.create(PipelineConfig(perception=PerceptionConfig('ground_truth', '')))\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "print('embodied_r_training.perceivers' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    listing, error, imported = result.stdout.splitlines()
+    assert listing == "('vlm', 'ground_truth') []"
+    assert error == "BackendError" and imported == "True"  # asked for: imported, and it names the fix

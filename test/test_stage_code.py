@@ -4,8 +4,10 @@ system) under a profiler, with the tiny models, and list every function of the p
 
 from __future__ import annotations
 
+import ast
 import cProfile
 import importlib.util
+import inspect
 import pstats
 import sys
 from pathlib import Path
@@ -45,22 +47,59 @@ def traces_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "data"
 
 
-def executed_modules(work) -> set[str]:
-    """The project modules (dotted names) with a function that ``work()`` executed."""
+def _module_name(filename: str) -> str | None:
+    parts = Path(filename).with_suffix("").parts
+    tops = [i for i, part in enumerate(parts) if part in TOPS]  # the last: install/<pkg>/lib/.../<pkg>/
+    if not tops or not filename.endswith(".py"):
+        return None
+    names = list(parts[tops[-1] :])
+    return ".".join(names[:-1] if names[-1] == "__init__" else names)
+
+
+def _named_classes(module_name: str, filename: str, lineno: int) -> set[str]:
+    """The modules of the project classes the function at ``filename:lineno`` names (it builds, raises or
+    subclasses them: a dataclass's generated ``__init__`` and defaults run where no profiler sees them)."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return set()
+    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if first != lineno:
+                continue
+            for name in ast.walk(node):
+                value = vars(module).get(name.id) if isinstance(name, ast.Name) else None
+                owner = getattr(value, "__module__", "") or ""
+                if inspect.isclass(value) and owner.split(".")[0] in TOPS:
+                    found.add(owner)
+    return found
+
+
+def executed_modules(work) -> dict[str, set[str]]:
+    """Per project module with a function that ``work()`` executed, the modules of the project classes its
+    executed functions name."""
     profile = cProfile.Profile()
     profile.enable()
     try:
         work()
     finally:
         profile.disable()
-    found = set()
-    for filename, _, _ in pstats.Stats(profile).stats:
-        parts = Path(filename).with_suffix("").parts
-        tops = [i for i, part in enumerate(parts) if part in TOPS]  # the last: install/<pkg>/lib/.../<pkg>/
-        if tops and filename.endswith(".py"):
-            names = list(parts[tops[-1] :])
-            found.add(".".join(names[:-1] if names[-1] == "__init__" else names))
+    found: dict[str, set[str]] = {}
+    for filename, lineno, _ in pstats.Stats(profile).stats:
+        module_name = _module_name(filename)
+        if module_name is not None:
+            found.setdefault(module_name, set()).update(_named_classes(module_name, filename, lineno))
     return found
+
+
+def run_outside(executed: dict[str, set[str]], code: tuple[str, ...], plumbing: tuple[str, ...]) -> list[str]:
+    """The modules a stage ran (or whose classes its own code named) in neither its ``code`` nor
+    ``plumbing``; what plumbing names counts as plumbing (e.g. choosing a backend class by its name)."""
+    own = [m for m in executed if not outside({m}, code)]
+    named = {c for m in own for c in executed[m]}
+    return outside(set(executed) | named, code, plumbing)
 
 
 def outside(executed: set[str], *allowed: tuple[str, ...]) -> list[str]:
@@ -76,8 +115,8 @@ def test_the_check_sees_the_code_a_stage_runs(steps) -> None:
 
     executed = executed_modules(lambda: parse_completion("<think>x</think><answer>B</answer>"))
     assert "embodied_r_ros.reasoning.answers" in executed
-    assert outside(executed, steps.PLUMBING) == ["embodied_r_ros.reasoning.answers"]
-    assert outside(executed, steps.PLUMBING, steps.EVALUATOR_CODE) == []
+    assert run_outside(executed, (), steps.PLUMBING) == ["embodied_r_ros.reasoning.answers"]
+    assert run_outside(executed, steps.EVALUATOR_CODE, steps.PLUMBING) == []
 
 
 def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
@@ -91,7 +130,7 @@ def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
     sft = load_train_config(CONFIG, [*common, f"output_dir={tmp_path / 'sft'}", "method=sft", *short])
     executed = executed_modules(lambda: train(sft))
     assert "embodied_r_training.rl.warm_start" in executed
-    assert outside(executed, steps.TRAINER_CODE, steps.SFT_EXAMPLE_CODE, steps.PLUMBING) == []
+    assert run_outside(executed, steps.SFT_CODE + steps.SFT_EXAMPLE_CODE, steps.PLUMBING) == []
 
     grpo = load_train_config(CONFIG, [
         *common, f"output_dir={tmp_path / 'grpo'}", "warm_start.steps=0", "grpo.max_steps=1",
@@ -99,8 +138,8 @@ def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
         "grpo.save_steps=10", "rewards=[{start_step: 0, format: 1, accuracy: 1, consistency: 1}]",
     ])  # fmt: skip
     executed = executed_modules(lambda: train(grpo))
-    assert {"embodied_r_training.rl.rewards", "embodied_r_training.rl.option_rotation"} <= executed
-    assert outside(executed, steps.TRAINER_CODE, steps.PLUMBING) == []
+    assert {"embodied_r_training.rl.rewards", "embodied_r_training.rl.option_rotation"} <= set(executed)
+    assert run_outside(executed, steps.TRAINER_CODE, steps.PLUMBING) == []
 
 
 @pytest.mark.parametrize(
@@ -115,19 +154,10 @@ def test_an_evaluation_runs_the_evaluator_and_its_system_code(
         "untrained": ["--system", "untrained", "--lm", str(tiny_models_dir / "lm")],
         "options-only": ["--system", "options-only", "--calibration", str(traces_data)],
     }.get(system, ["--system", system])
-    command = [
-        "eval",
-        str(traces_data),
-        "--split",
-        "test",
-        "--out",
-        str(tmp_path / "eval"),
-        "--device",
-        "cpu",
-    ]
-    command += ["--max-new-tokens", "8", "--no-progress", "--dtype", "float32", *arguments]
+    command = ["eval", str(traces_data), "--split", "test", "--out", str(tmp_path / "eval")]
+    command += ["--device", "cpu", "--max-new-tokens", "8", "--no-progress", "--dtype", "float32", *arguments]
     executed = executed_modules(lambda: main(command))
     assert "embodied_r_training.eval.evaluate" in executed
     name = "reasoner" if system == "reasoner" else system
     code = steps.SYSTEM_CODE.get(name, steps.GENERATION_CODE)
-    assert outside(executed, steps.EVALUATOR_CODE, code, steps.PLUMBING) == []
+    assert run_outside(executed, steps.EVALUATOR_CODE + code, steps.PLUMBING) == []

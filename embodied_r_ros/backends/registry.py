@@ -82,8 +82,9 @@ class BackendRegistry(plugins.Registry[RegisteredBackend]):
     def settings(self, config: ModelConfig, key: str) -> list[str]:
         """The shown options of ``config``'s backend (:meth:`RegisteredBackend.settings`); none when that
         backend is not registered."""
-        entry = self._registered.get(config.backend)
-        return [] if entry is None else entry.settings(config, key)
+        if config.backend not in self.names():
+            return []
+        return self.get(config.backend).settings(config, key)
 
     def _missing(self, name: str, reason: str | None) -> BackendError:
         if reason is not None:

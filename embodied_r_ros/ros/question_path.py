@@ -172,9 +172,11 @@ class QuestionPath:
     def finished(self, job: QueryJob[QueuedQuestion]) -> None:
         """Step 6, the worker's ``on_finished``, on its thread before a waiting caller is woken: publish a
         delivered answer and its evidence, and settle the question's reply."""
-        if job.delivered:
-            self._publish(job)
-        self._settle_job(job)
+        try:
+            if job.delivered:
+                self._publish(job)
+        finally:  # a publisher torn down under it (cleanup) must not leave the caller's reply unsettled
+            self._settle_job(job)
 
     def _inactive_reason(self) -> str:
         state = self._lifecycle_state()

@@ -168,6 +168,10 @@ class KeptResults:
         if why is None:
             return
         aside = target.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+        for n in range(2, 1000):  # two set aside within a second
+            if not aside.exists():
+                break
+            aside = aside.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
         logger.warning("%s is not this run's (%s): moved to %s", target, why, aside)
         target.rename(aside)
 
@@ -181,10 +185,6 @@ class KeptResults:
         target.mkdir(parents=True, exist_ok=True)
         if not (target / PROVENANCE).is_file():
             (target / PROVENANCE).write_text(json.dumps(self._record(key), indent=1) + "\n", encoding="utf-8")
-
-    def vouched(self, target: Path, key: StageKey) -> bool:
-        """Whether the OUT directory ``target`` holds ``key``'s result (always, when nothing is kept)."""
-        return self.root is None or self.why_invalid(target, key) is None
 
     def restore(self, kind: str, name: str, key: StageKey, files: tuple[str, ...]) -> bool:
         """Copy the kept result ``kind/name`` made with ``key`` into OUT; True when it was restored. A kept
@@ -200,9 +200,8 @@ class KeptResults:
             return False
         self._set_aside(target, key)  # an older result in OUT must not shadow the kept one
         target.mkdir(parents=True, exist_ok=True)
-        for f in (*files, PROVENANCE):
-            if not (target / f).is_file():
-                shutil.copyfile(kept / f, target / f)
+        for f in (*files, PROVENANCE):  # all of them: a half-written result of the same key is replaced
+            shutil.copyfile(kept / f, target / f)
         return True
 
     def keep(self, kind: str, name: str, key: StageKey, files: dict[str, Path]) -> None:
@@ -220,12 +219,22 @@ class KeptResults:
         kept = self.root / kind / name
         if self.why_invalid(kept, key) is None and all((kept / f).is_file() for f in files):
             return  # kept already (restored, or kept by an earlier run with the same key)
-        kept.mkdir(parents=True, exist_ok=True)
+        # Written beside, then put in place by renames: an interruption leaves the old result or the new
+        # one, never new files under the old key.
+        staging = kept.with_name(f".{kept.name}.keeping")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
         for f, source in files.items():
-            shutil.copyfile(source, kept / f)
+            shutil.copyfile(source, staging / f)
         made = self._read(source_dir) or {}
         record = {
             **self._record(key),
             "commit": made.get("commit", self.commit),
         }  # the commit that computed it
-        (kept / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        (staging / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        replaced = kept.with_name(f".{kept.name}.replaced")
+        shutil.rmtree(replaced, ignore_errors=True)
+        if kept.exists():
+            kept.rename(replaced)
+        staging.rename(kept)
+        shutil.rmtree(replaced, ignore_errors=True)

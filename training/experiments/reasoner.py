@@ -70,6 +70,7 @@ SEEDS = {
     ("test", "indoor"): 4001,
     ("test", "outdoor"): 4002,
 }
+BLIND_ROWS = ("oracle", "options_only", "chance")  # programs: beside every table, each test set's own
 LABELS = {
     "oracle": "oracle (reads the prompt)",
     "options_only": "options only (blind)",
@@ -134,16 +135,6 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
 # Training
 
 
-def merge_adapter(base: Path, adapter: Path, out: Path) -> None:
-    """The base model with the LoRA ``adapter`` merged in, saved (with the tokenizer) to ``out``."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload()
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base).save_pretrained(out)
-
-
 class Runs:
     """The trained adapters of the experiment: SFT on traces, then GRPO from it, per training set ``env``
     (all, indoor, outdoor); each restored when kept with its key, else trained (resumed from its
@@ -199,13 +190,11 @@ class Runs:
         return self.out / "runs" / f"sft_{env}" / "merged"
 
     def merged(self, env: str) -> Path:
-        """The SFT adapter of ``env`` merged into the base model (GRPO's starting point), made when needed."""
-        merged, adapter = self.merged_dir(env), self.adapter(env, "sft")
-        key = StageKey({"model": tree_identity(self.args.model), "adapter": self.ids.adapter(adapter)})
-        self.kept.claim(merged, key)  # a model merged from another adapter is set aside
-        self.stages.run(f"merge sft_{env}", merged / "config.json",
-                        lambda: merge_adapter(self.args.model, adapter, merged))  # fmt: skip
-        return merged
+        """The SFT adapter of ``env`` merged into the base model (GRPO's starting point), made when needed:
+        the merge records what it was made from and is made again when the adapter or the base differ."""
+        from embodied_r_ros.backends.merge import merge_adapter
+
+        return merge_adapter(self.args.model, self.adapter(env, "sft"), self.merged_dir(env))
 
     def lm(self, env: str, method: str) -> tuple[list[str], dict[str, str]]:
         """The eval arguments of trained model ``METHOD_ENV`` and its inputs by content."""
@@ -331,12 +320,6 @@ def main() -> int:
         args.figures.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(files[2], args.figures / "reasoner_main.png")
         print((out / "tables" / "main" / "comparison.md").read_text())
-    if "main" in parts or "ood" in parts:
-        for env in ("all", *ENVS) if "ood" in parts else ("all",):  # the GRPO curves of every run
-            log = grpo_log(out, f"grpo_{env}", kept, runs.key(env, "grpo"))
-            curves = plot_training_curves(log, out / "runs" / f"grpo_{env}" / "plots") if log else []
-            for curve in curves if env == "all" else []:
-                shutil.copyfile(curve, args.figures / f"reasoner_grpo_{curve.name}")
     if "ood" in parts:
         for train_env in ENVS:  # each pair is evaluated right after it trained, so its results are kept early
             for method in ("sft", "grpo"):
@@ -344,12 +327,23 @@ def main() -> int:
                     name = f"ood/{method}_{train_env}_on_{test_env}"
                     system = trained_system(runs, train_env, method)
                     evaluate(out, data[f"test_{test_env}"], name, system, flags, stages, kept, ids)
+        for name, make in main_systems(args, runs, ids, data).items():  # each test set's blind rows
+            if name in BLIND_ROWS:
+                evaluate(out, data["test_all"], name, make(), flags, stages, kept, ids)
         rows = ood_rows(out)  # the OOD evaluations beside each test set's blind rows (ood_table.py)
         (out / "tables").mkdir(parents=True, exist_ok=True)
         (out / "tables" / "ood_blind.json").write_text(json.dumps(rows, indent=1) + "\n")
         (out / "tables" / "ood_blind.md").write_text(ood_markdown(rows))
         summary["tables"]["ood"] = rows
         print(ood_markdown(rows))
+    # The GRPO curves of the runs this invocation has (after their adapters: a log is read only from a
+    # finished run, and asking for one never trains).
+    for env in [e for e, part in (("all", "main"), *((e, "ood") for e in ENVS)) if part in parts]:
+        log = grpo_log(out, f"grpo_{env}", kept, runs.key(env, "grpo"))
+        curves = plot_training_curves(log, out / "runs" / f"grpo_{env}" / "plots") if log else []
+        for curve in curves if env == "all" else []:
+            args.figures.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(curve, args.figures / f"reasoner_grpo_{curve.name}")
     summary["times_s"] = stages.times
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(f"summary {out / 'summary.json'}; stage times (s): {stages.times}")

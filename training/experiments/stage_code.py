@@ -8,7 +8,12 @@ modules (:mod:`steps`); their identity is the set of their functions and classes
   tree);
 - the values of the module-level constants it reads (a string, a number, a tuple, a compiled pattern, ...:
   by value, however they are spelled or built: ``"[A-Z]"`` or a character class built from
-  ``OPTION_LETTERS``; imported ones too), and the syntax of any other module-level assignment it reads.
+  ``OPTION_LETTERS``; imported ones too), the syntax of any other module-level assignment it reads, and
+  what an imported name it reads is bound to, where the name says something else (an alias).
+
+Top-level objects that are not plain constants (a registration such as ``TASK = QuestionTask(NAME,
+TEMPLATE, generate, solve)``, a table of functions) count by their syntax whether or not a definition reads
+them.
 
 Imports count for nothing (a lazy one in a function's body neither): what they bring is counted in the module
 that defines it, when that module is part of the stage, or by value, when it is a constant. Nor does an ``if
@@ -91,9 +96,20 @@ def _target_names(node: ast.stmt) -> list[str]:
     return names
 
 
+def _bound_name(value: Any) -> str | None:
+    """What an imported name is bound to, without the module path (a module moves, its contents stay):
+    a function's or class's qualified name, a module's last name; None for anything else."""
+    if inspect.ismodule(value):
+        return "module " + value.__name__.rsplit(".", 1)[-1]
+    qualified = getattr(value, "__qualname__", None)
+    return f"{type(value).__name__} {qualified}" if isinstance(qualified, str) else None
+
+
 def _read_globals(node: ast.AST, module: Any, assigned: Mapping[str, list[str]]) -> list[str]:
     """What a definition reads from its module's globals, as text: plain constants by value (also one
-    attribute down a module: ``prompts.ROLE``), other module-level assignments of this module by syntax."""
+    attribute down a module: ``prompts.ROLE``), other module-level assignments of this module by syntax,
+    and what an imported name is bound to (``parse = answer_from_completion`` is not ``parse =
+    parse_completion``)."""
     found: set[str] = set()
     names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for name in names:
@@ -105,6 +121,8 @@ def _read_globals(node: ast.AST, module: Any, assigned: Mapping[str, list[str]])
             found.add(f"{name} = {plain}")
         elif name in assigned:
             found.update(assigned[name])
+        elif (bound := _bound_name(value)) is not None and bound.split()[-1].split(".")[-1] != name:
+            found.add(f"{name} -> {bound}")  # an alias: the name says something else than the object
     for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
             owner = vars(module).get(n.value.id)
@@ -114,7 +132,9 @@ def _read_globals(node: ast.AST, module: Any, assigned: Mapping[str, list[str]])
 
 
 def module_definitions(module_name: str) -> dict[str, str]:
-    """The identities of one module's functions and classes (module docstring): name -> identity.
+    """The identities of one module's functions and classes, and of its top-level objects that are not
+    plain constants (a registration ``TASK = QuestionTask(...)``, a table of functions), by syntax (module
+    docstring): name -> identity. Plain constants count where a definition reads them.
 
     The module is imported (the constants a definition reads are read from it).
     """
@@ -130,9 +150,11 @@ def module_definitions(module_name: str) -> dict[str, str]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found[node.name] = _digest("\n".join([ast.dump(node), *_read_globals(node, module, assigned)]))
-        elif isinstance(
-            node, (ast.Import, ast.ImportFrom, ast.Pass, ast.Assign, ast.AnnAssign, ast.AugAssign)
-        ):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for name in _target_names(node):
+                if _plain_value(vars(module).get(name)) is None:
+                    found[name] = _digest("\n".join([*assigned[name], *_read_globals(node, module, {})]))
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)):
             continue
         elif isinstance(node, ast.If) and (_only_imports(node) or _is_main_guard(node)):
             continue  # `if TYPE_CHECKING: import ...`; `if __name__ == "__main__":` never runs on import
@@ -189,8 +211,3 @@ def code_changes(recorded: Mapping[str, list[str]], current: Mapping[str, list[s
     return sorted(
         n for n in set(recorded) | set(current) if list(recorded.get(n, [])) != list(current.get(n, []))
     )
-
-
-def code_digest(identity: Mapping[str, list[str]]) -> str:
-    """One hash of a code identity (for logs and short records)."""
-    return _digest("\n".join(f"{n} {' '.join(d)}" for n, d in sorted(identity.items())))

@@ -69,32 +69,44 @@ def join_sets(parts: dict[str, Path], split: str, out: Path) -> None:
     Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
 
 
-# What a kept evaluation holds.
+# What a kept evaluation holds, and the marker written after all of it.
 KEPT_EVAL_FILES = ("metrics.json", "predictions.jsonl")
+EVAL_DONE = "eval_done.json"
 # What a kept training run holds: its LoRA adapter.
 KEPT_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 # The code of each stage alone, by module (stage_code.py identifies it by what it computes). What a stage
 # runs beyond these modules is plumbing whose effect the key holds otherwise: the config's and the command
 # line's parsing (the resolved config and the arguments are inputs), finding a model directory (its files
-# are an input), logging and plots. test/test_experiment_keep.py runs each stage under a profiler and checks
-# that every project function it executes lies in its modules or in that plumbing.
-TRAINER_CODE = (
+# are an input), logging and plots. test/test_stage_code.py runs each stage under a profiler and checks
+# that every project function it executes, and every project class those functions name, lies in its
+# modules or in that plumbing.
+
+# SFT (``method: sft``, on what sft_examples holds): the supervised trainer and what it reads the rows with.
+SFT_CODE = (
+    "embodied_r_ros.backends.base",
     "embodied_r_training.rl.train",
     "embodied_r_training.rl.train_config",
     "embodied_r_training.rl.warm_start",
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.schedule",
+    "embodied_r_ros.reasoning.answers",
+    "embodied_r_ros.reasoning.options",
+)
+# GRPO: the trainer, its rewards and their schedule, the rollouts' generation, and the merge of the adapter
+# it starts from (experiments start GRPO from the SFT adapter merged into the base model).
+TRAINER_CODE = (
+    *SFT_CODE,
     "embodied_r_training.rl.staged_reward",
     "embodied_r_training.rl.curriculum",
     "embodied_r_training.rl.option_rotation",
-    "embodied_r_ros.reasoning.answers",
-    "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
-    "embodied_r_ros.backends.base",
     "embodied_r_ros.backends.transformers_backend",
     "embodied_r_ros.backends.segment_tokenizer",
     "embodied_r_ros.backends.adapter_off",
+    "embodied_r_ros.backends.image_cache",
+    "embodied_r_ros.frames",
+    "embodied_r_ros.backends.merge",
 )
 # The evaluator (scoring, summaries) and, per system, what computes its answers.
 EVALUATOR_CODE = (
@@ -105,6 +117,7 @@ EVALUATOR_CODE = (
     "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
     "embodied_r_ros.reasoning.messages",
+    "embodied_r_ros.perception",
 )
 GENERATION_CODE = (
     "embodied_r_ros.backends.base",
@@ -112,9 +125,15 @@ GENERATION_CODE = (
     "embodied_r_ros.backends.segment_tokenizer",
     "embodied_r_ros.backends.image_cache",
     "embodied_r_ros.backends.adapter_off",
+    "embodied_r_ros.frames",
+    "embodied_r_ros.backends.merge",  # a GRPO model is evaluated merged with the SFT adapter it started from
 )
 SYSTEM_CODE = {
-    "oracle": ("embodied_r_training.tasks.*", "embodied_r_training.synth.world"),
+    "oracle": (
+        "embodied_r_training.tasks.*",
+        "embodied_r_training.synth.world",
+        "embodied_r_training.synth.ground_truth",
+    ),
     "options-only": ("embodied_r_training.eval.baselines",),
     "chance": (),
 }
@@ -172,8 +191,21 @@ class Identities:
         self.places = {str(Path(out).resolve()): "<out>", str(REPO): "<repo>"}
 
     def split(self, data: Path, split: str) -> str:
-        """A prepared split by its rows (the JSON-lines file the parquet beside it was written from)."""
-        return text_file_identity(data / f"{split}.jsonl", self.places)
+        """A prepared split by its rows, as its JSON-lines file holds them. The parquet beside it, which the
+        trainer and the evaluator read first, must hold the same rows (prepare writes both from one list; an
+        interrupted write or an edit of one of them is refused here, naming the fix)."""
+        jsonl = data / f"{split}.jsonl"
+        parquet = data / f"{split}.parquet"
+        if parquet.is_file():
+            from datasets import Dataset
+
+            rows = [
+                json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()
+            ]
+            if Dataset.from_parquet(str(parquet)).to_list() != Dataset.from_list(rows).to_list():
+                raise SystemExit(f"{parquet} and {jsonl.name} hold different rows: rebuild the data set "
+                                 f"(delete {data} and run the experiment again)")  # fmt: skip
+        return text_file_identity(jsonl, self.places)
 
     def adapter(self, adapter: Path) -> str:
         """A LoRA adapter by its weights and its settings; the folder its config names as the base model
@@ -187,7 +219,7 @@ class Identities:
     def config(self, config: Any) -> str:
         """A resolved training config, without what enters by content (model, data, output folder)."""
         values = dataclasses.asdict(config)
-        values.update(model="", output_dir="", base="")
+        values.update(model="", output_dir="", source="")  # source: the file it was read from
         values["data"]["path"] = ""
         return value_identity(values, self.places)
 
@@ -206,7 +238,7 @@ def sft_examples_identity(data: Path, config: Any) -> str:
 def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path | None = None) -> StageKey:
     """The key of one training run: ``config`` (resolved) on the training split of ``data`` from the base
     ``model``, starting from the LoRA adapter ``start`` merged into it (GRPO after SFT) when given."""
-    key = stage_code(TRAINER_CODE).with_inputs(
+    key = stage_code(SFT_CODE if config.method == "sft" else TRAINER_CODE).with_inputs(
         config=ids.config(config),
         data=ids.split(data, config.data.train_split),
         model=tree_identity(model),
@@ -219,16 +251,36 @@ def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path
     return key
 
 
-def eval_key(ids: Identities, dataset: Path, system: dict[str, Any], settings: list[str]) -> StageKey:
+def eval_settings(command: list[str]) -> dict[str, Any]:
+    """The resolved configuration ``embodied-r COMMAND`` (an ``eval``) runs with, its defaults included
+    (greedy decoding is a default), with the paths left out: the data, the models and the calibration data
+    enter the key by content."""
+    import argparse
+
+    from embodied_r_training.commands.evaluate import config_from_args, register
+
+    parser = argparse.ArgumentParser(prog="embodied-r")
+    register(parser.add_subparsers(dest="command"))
+    values = dataclasses.asdict(config_from_args(parser.parse_args(command)))
+    values.update(dataset="", out="", calibration="", bag_root="", train_log="")
+    for role in ("lm", "vlm", "reference"):
+        if values.get(role):
+            values[role]["model"] = ""
+            values[role]["transformers"]["adapter"] = ""
+    return values
+
+
+def eval_key(ids: Identities, dataset: Path, system: dict[str, Any], command: list[str]) -> StageKey:
     """The key of one evaluation of ``system`` on the test split of ``dataset``: ``system`` holds its
     ``name`` (an ``--system`` of ``embodied-r eval``) and its inputs by content (models, adapters,
-    calibration data); ``settings``: the eval flags every system shares."""
+    calibration data); ``command``: the ``embodied-r eval`` arguments it runs with (resolved, paths left
+    out: :func:`eval_settings`)."""
     name = system["name"]
     modules = EVALUATOR_CODE + SYSTEM_CODE.get(name, GENERATION_CODE)
     return stage_code(modules).with_inputs(
         data=ids.split(dataset, "test"),
         system=value_identity(system),
-        settings=value_identity(settings),
+        settings=value_identity(eval_settings(command), ids.places),
         libraries=libraries_identity(),
     )
 
@@ -258,31 +310,36 @@ def evaluate(
     """``embodied-r eval DATASET --split test`` of one system (the experiment's shared ``flags``) into
     ``OUT/eval/NAME``: restored when kept with its key, computed and kept otherwise."""
     target = out / "eval" / name
-    key = eval_key(ids, dataset, {"name": system.name, **system.inputs}, flags)
+    command = ["eval", str(dataset), "--split", "test", "--out", str(target), *flags, *system.arguments]
+    key = eval_key(ids, dataset, {"name": system.name, **system.inputs}, command)
     if kept.restore("eval", name, key, KEPT_EVAL_FILES):
         return target
     kept.claim(target, key)
+    done = target / EVAL_DONE
 
     def run() -> None:
+        done.unlink(missing_ok=True)
         if system.needs is not None:
             system.needs()
-        cli(["eval", str(dataset), "--split", "test", "--out", str(target), *flags, *system.arguments])
+        cli(command)
+        done.write_text("{}\n")  # last: a result cut off halfway is never taken for a finished one
 
-    stages.run(f"eval {name}", target / "metrics.json", run)
+    stages.run(f"eval {name}", done, run)
     kept.keep("eval", name, key, {f: target / f for f in KEPT_EVAL_FILES})
     return target
 
 
 def grpo_log(out: Path, name: str, kept: KeptResults, key: StageKey) -> list[dict[str, Any]]:
     """GRPO run ``name``'s log history (``key``: the run's): kept (``log_history.json``), or read from its
-    checkpoints in ``OUT/runs/NAME`` (then kept); [] when neither is there."""
+    checkpoints in ``OUT/runs/NAME`` once the run has finished (then kept); [] when neither is there."""
     from embodied_r_training.eval.plots import load_log_history
+    from embodied_r_training.rl.train import NODE_PARAMS
 
     run_dir = out / "runs" / name
     log = run_dir / "log_history.json"
     if not kept.restore("runs", name, key, ("log_history.json",)):
-        if not any(run_dir.glob("checkpoint-*")):
-            return []
+        if not (run_dir / "final" / NODE_PARAMS).is_file():
+            return []  # not trained here, or cut off: a partial log is never kept
         log.write_text(json.dumps({"log_history": load_log_history(run_dir)}) + "\n", encoding="utf-8")
         kept.keep("runs", name, key, {"log_history.json": log})
     return load_log_history(log)
