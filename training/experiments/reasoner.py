@@ -42,7 +42,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from kept import KeptResults, StageKey, tree_identity
+from kept import KeptResults, StageKey
 from ood_table import markdown as ood_markdown
 from ood_table import ood_rows
 from steps import (
@@ -144,6 +144,7 @@ class Runs:
                  kept: KeptResults, ids: Identities) -> None:  # fmt: skip
         self.out, self.args, self.data, self.stages, self.kept, self.ids = out, args, data, stages, kept, ids
         self.found: dict[tuple[str, str], Path] = {}
+        self.keys: dict[tuple[str, str], StageKey] = {}
 
     def config(self, env: str, method: str) -> Any:
         from embodied_r_training.rl.train_config import load_train_config
@@ -158,10 +159,12 @@ class Runs:
 
     def key(self, env: str, method: str) -> StageKey:
         """The key of run ``METHOD_ENV`` (GRPO's holds the SFT adapter it starts from)."""
-        start = self.adapter(env, "sft") if method == "grpo" else None
-        return train_key(
-            self.ids, self.config(env, method), self.data[f"train_{env}"], self.args.model, start
-        )
+        if (env, method) not in self.keys:
+            start = self.adapter(env, "sft") if method == "grpo" else None
+            self.keys[(env, method)] = train_key(
+                self.ids, self.config(env, method), self.data[f"train_{env}"], self.args.model, start
+            )
+        return self.keys[(env, method)]
 
     def adapter(self, env: str, method: str) -> Path:
         """The LoRA adapter of run ``METHOD_ENV`` in ``OUT/models/METHOD_ENV``: restored, or trained."""
@@ -199,7 +202,7 @@ class Runs:
     def lm(self, env: str, method: str) -> tuple[list[str], dict[str, str]]:
         """The eval arguments of trained model ``METHOD_ENV`` and its inputs by content."""
         adapter = self.adapter(env, method)
-        inputs = {"lm": tree_identity(self.args.model), "adapter": self.ids.adapter(adapter)}
+        inputs = {"lm": self.ids.model(self.args.model), "adapter": self.ids.adapter(adapter)}
         if method == "sft":
             return ["--lm", str(self.args.model), "--adapter", str(adapter)], inputs
         inputs["start"] = self.ids.adapter(self.adapter(env, "sft"))
@@ -222,8 +225,7 @@ def main_systems(
 ) -> dict[str, Callable[[], System]]:
     """The systems of the main table, each made when asked for, in the order they are evaluated: what
     needs no training first, then SFT, then GRPO, so the first rows are ready (and kept) soonest."""
-    calibration = args.out.resolve() / "data" / "train_all"
-    options_only = ["--system", "options-only", "--calibration", str(calibration)]
+    options_only = ["--system", "options-only", "--calibration", str(data["train_all"])]
     return {
         "oracle": lambda: System("oracle", ["--system", "oracle"], {}),
         "options_only": lambda: System(
@@ -231,7 +233,7 @@ def main_systems(
         ),  # fmt: skip
         "chance": lambda: System("chance", ["--system", "chance"], {}),
         "untrained": lambda: System(
-            "untrained", ["--system", "untrained", "--lm", str(args.model)], {"lm": tree_identity(args.model)}
+            "untrained", ["--system", "untrained", "--lm", str(args.model)], {"lm": ids.model(args.model)}
         ),  # fmt: skip
         "sft": lambda: trained_system(runs, "all", "sft"),
         "grpo": lambda: trained_system(runs, "all", "grpo"),

@@ -189,11 +189,24 @@ class Identities:
 
     def __init__(self, out: Path) -> None:
         self.places = {str(Path(out).resolve()): "<out>", str(REPO): "<repo>"}
+        # The data and the base model do not change while an experiment runs: each is read once (adapters
+        # are, when trained here, so they are read every time).
+        self._known: dict[tuple[str, Path, str], str] = {}
+
+    def model(self, model: Path) -> str:
+        """A model directory by its files."""
+        key = ("model", Path(model), "")
+        if key not in self._known:
+            self._known[key] = tree_identity(model)
+        return self._known[key]
 
     def split(self, data: Path, split: str) -> str:
         """A prepared split by its rows, as its JSON-lines file holds them. The parquet beside it, which the
         trainer and the evaluator read first, must hold the same rows (prepare writes both from one list; an
         interrupted write or an edit of one of them is refused here, naming the fix)."""
+        known = ("split", Path(data), split)
+        if known in self._known:
+            return self._known[known]
         jsonl = data / f"{split}.jsonl"
         parquet = data / f"{split}.parquet"
         if parquet.is_file():
@@ -205,7 +218,8 @@ class Identities:
             if Dataset.from_parquet(str(parquet)).to_list() != Dataset.from_list(rows).to_list():
                 raise SystemExit(f"{parquet} and {jsonl.name} hold different rows: rebuild the data set "
                                  f"(delete {data} and run the experiment again)")  # fmt: skip
-        return text_file_identity(jsonl, self.places)
+        self._known[known] = text_file_identity(jsonl, self.places)
+        return self._known[known]
 
     def adapter(self, adapter: Path) -> str:
         """A LoRA adapter by its weights and its settings; the folder its config names as the base model
@@ -241,7 +255,7 @@ def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path
     key = stage_code(SFT_CODE if config.method == "sft" else TRAINER_CODE).with_inputs(
         config=ids.config(config),
         data=ids.split(data, config.data.train_split),
-        model=tree_identity(model),
+        model=ids.model(model),
         libraries=libraries_identity(),
     )
     if start is not None:
