@@ -167,11 +167,11 @@ class KeptResults:
         why = self.why_invalid(target, key)
         if why is None:
             return
-        aside = target.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
-        for n in range(2, 1000):  # two set aside within a second
-            if not aside.exists():
-                break
-            aside = aside.with_name(f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+        stale = f"{target.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside, n = target.with_name(stale), 1
+        while aside.exists():  # two set aside within a second
+            n += 1
+            aside = target.with_name(f"{stale}-{n}")
         logger.warning("%s is not this run's (%s): moved to %s", target, why, aside)
         target.rename(aside)
 
@@ -227,9 +227,8 @@ class KeptResults:
         for f, source in files.items():
             shutil.copyfile(source, staging / f)
         made = self._read(source_dir) or {}
-        record = {
-            **self._record(key),
-            "commit": made.get("commit", self.commit),
+        record = self._record(key) | {
+            "commit": made.get("commit", self.commit)
         }  # the commit that computed it
         (staging / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         replaced = kept.with_name(f".{kept.name}.replaced")
