@@ -105,7 +105,7 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order, then the installed plugins not imported yet."""
-        return (*self._registered, *(n for n in self._deferred if n not in self._registered))
+        return (*self._registered, *self._deferred)  # disjoint: registering a name ends its deferral
 
     def _find(self, name: str) -> T:
         register = self._deferred.pop(name, None)
