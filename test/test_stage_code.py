@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import cProfile
+import functools
 import importlib.util
 import inspect
 import pstats
@@ -56,24 +57,30 @@ def _module_name(filename: str) -> str | None:
     return ".".join(names[:-1] if names[-1] == "__init__" else names)
 
 
+@functools.cache
+def _functions_by_first_line(filename: str) -> dict[int, ast.AST]:
+    """The functions of a source file by the line their code object starts on (the first decorator's)."""
+    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    return {
+        min([node.lineno, *(d.lineno for d in node.decorator_list)]): node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
 def _named_classes(module_name: str, filename: str, lineno: int) -> set[str]:
     """The modules of the project classes the function at ``filename:lineno`` names (it builds, raises or
     subclasses them: a dataclass's generated ``__init__`` and defaults run where no profiler sees them)."""
     module = sys.modules.get(module_name)
-    if module is None:
+    function = _functions_by_first_line(filename).get(lineno)
+    if module is None or function is None:
         return set()
-    tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if first != lineno:
-                continue
-            for name in ast.walk(node):
-                value = vars(module).get(name.id) if isinstance(name, ast.Name) else None
-                owner = getattr(value, "__module__", "") or ""
-                if inspect.isclass(value) and owner.split(".")[0] in TOPS:
-                    found.add(owner)
+    for name in ast.walk(function):
+        value = vars(module).get(name.id) if isinstance(name, ast.Name) else None
+        owner = getattr(value, "__module__", "") or ""
+        if inspect.isclass(value) and owner.split(".")[0] in TOPS:
+            found.add(owner)
     return found
 
 
