@@ -332,7 +332,6 @@ def evaluate(
     done = target / EVAL_DONE
 
     def run() -> None:
-        done.unlink(missing_ok=True)
         if system.needs is not None:
             system.needs()
         cli(command)
