@@ -58,7 +58,8 @@ def test_order_of_first_appearance_from_the_key_frames() -> None:
     )
     frames = [f"I see {CHAIR}. {LEGEND}", f"First seen: {TABLE}.", f"First seen: {SOFA}."]
     think, answer = oracle_trace(prompt(frames, question, options))
-    assert answer == "D" and "the blue table in frame 1" in think and "the green sofa in frame 2" in think
+    assert answer == "D" and "The blue table is first seen in frame 1." in think
+    assert "red chair, blue table, green sofa is option D." in think
     swapped = [f"I see {CHAIR}. {LEGEND}", f"First seen: {SOFA}.", f"First seen: {TABLE}."]
     assert oracle_answer(prompt(swapped, question, options)) == "B"
     # Two first appearances at one key frame: the order between them is not in the text.
@@ -91,9 +92,54 @@ def test_counts_take_each_object_once() -> None:
     again = "Nothing new. Seen again: the same red chair as in frame 0."
     frames = [f"I see {CHAIR}. {LEGEND}", f"First seen: {blue}.", again]
     think, answer = oracle_trace(prompt(frames, chairs))
-    assert answer == 2 and "the blue chair (frame 1)" in think
+    assert answer == 2 and "2. the blue chair (frame 1)" in think and "That makes 2." in think
     assert oracle_answer(prompt(frames[:1], chairs)) == 1
     assert oracle_answer(prompt(frames, "How many lamps appear in this video?")) is None  # none described
+
+
+def test_traces_copy_the_values_then_take_one_step_a_line_then_name_the_letter() -> None:
+    # Shaped for a small model: the values it needs copied first, one arithmetic step a line, the
+    # conclusion, and the letter last, next to the option it reads.
+    options = ("1.2 m", "3.2 m", "2.1 m", "4.5 m")
+    think, answer = oracle_trace(prompt(scene(), DISTANCE, options))
+    lines = think.splitlines()
+    assert lines[:2] == ["The red chair is at (2, 0, 0.45).", "The blue table is at (1, 3, 0.38)."]
+    assert lines[2:5] == ["x: 2 - 1 = 1.00, squared 1.00", "y: 3 - 0 = 3.00, squared 9.00",
+                          "z: 0.45 - 0.38 = 0.07, squared 0.00"]  # fmt: skip
+    assert lines[5:7] == ["1.00 + 9.00 + 0.00 = 10.00", "The square root of 10.00 is 3.16."]
+    assert lines[7:] == ["Options: A 1.2, B 3.2, C 2.1, D 4.5.", "Nearest to 3.16: 3.2 m, option B."]
+    assert answer == "B"
+    # Sums are built one addition a line, a right turn as a subtraction.
+    frames = [
+        "No objects in view.",
+        "Path: walked 2.00 m, turned left 90 deg. Nothing new.",
+        "Path: turned left 5 deg, walked 1.50 m. Nothing new.",
+        "Path: turned right 100 deg, walked 0.50 m. Nothing new.",
+    ]
+    turn = "Which way did I turn in total during this clip, and by about how much?"
+    turns = (
+        "left, about 90 degrees",
+        "right, about 15 degrees",
+        "right, about 45 degrees",
+        "left, about 15 degrees",
+    )
+    think, answer = oracle_trace(prompt(frames, turn, turns))
+    assert "Frame 3: -100\n90 + 5 = 95\n95 - 100 = -5\nIn total -5 deg: right 5 deg." in think
+    assert think.endswith("Options right: B 15, C 45.\nNearest to 5: right, about 15 degrees, option B.")
+    distance = "How far did I travel during this clip, measured along my path, in metres?"
+    think, answer = oracle_trace(prompt(frames, distance))
+    assert "2.00 + 1.50 = 3.50\n3.50 + 0.50 = 4.00\nIn total 4.00 m." in think and answer == 4.0
+    # Direction: the two offsets, then the signs of their dot and cross products decide the quadrant.
+    direction = (
+        "If I am standing by the red chair and facing the green sofa, is the blue table to my front-left, "
+        "front-right, back-left, or back-right?"
+    )
+    quadrants = ("front-left", "front-right", "back-left", "back-right")
+    think, answer = oracle_trace(prompt(scene(), direction, quadrants))
+    assert "Facing: (4 - 2, -2 - 0) = (2, -2)\nTarget: (1 - 2, 3 - 0) = (-1, 3)" in think
+    assert "Ahead: 2 x (-1) + -2 x 3 = -2.00 - 6.00 = -8.00, so back." in think
+    assert "Left: 2 x 3 - -2 x (-1) = 6.00 - 2.00 = 4.00, so left." in think
+    assert think.endswith("back-left is option C.") and answer == "C"
 
 
 def test_room_size_from_its_sides() -> None:

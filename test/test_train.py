@@ -51,7 +51,7 @@ def warm_lm(tiny_models_dir: Path, tiny_dataset: Path, tmp_path_factory: pytest.
     format reward varies within a group and GRPO has a gradient (a random LM gets 0 for everything)."""
     out = tmp_path_factory.mktemp("warm")
     data = _config(tiny_models_dir, tiny_dataset, out)
-    data["warm_start"] = {"steps": 20, "learning_rate": 1e-2}
+    data["warm_start"] = {"steps": 20, "learning_rate": 1e-2, "scheduler": "cosine", "warmup_ratio": 0.1}
     data["data"]["limit"] = 0
     path = run_warm_start(build_train_config(data))
     assert path == out / "warm_start" and (path / "model.safetensors").is_file()
@@ -415,6 +415,8 @@ def test_sft_method_trains_on_the_answers_and_hands_over_a_full_model(
         ({"method": "rl"}, "method must be one of grpo, sft"),
         ({"method": "sft"}, "warm_start.steps >= 1"),
         ({"warm_start": {"steps": 2, "answers": "random"}}, "warm_start.answers must be one of"),
+        ({"warm_start": {"steps": 2, "scheduler": "exponential"}}, "warm_start.scheduler must be one of"),
+        ({"warm_start": {"steps": 2, "warmup_ratio": 1.5}}, r"warm_start.warmup_ratio must be in \[0, 1\)"),
     ],
 )
 def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, message: str) -> None:

@@ -54,6 +54,7 @@ from steps import (
     evaluate,
     grpo_log,
     join_sets,
+    recipe_identity,
     train_key,
 )
 
@@ -63,6 +64,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
 ENVS = ("indoor", "outdoor")
+FULL_MODEL_RECORD = "full_model.json"  # what is kept of a fully fine-tuned model: its key (see Runs)
 # Scene sets: (role, environment) -> synth seed; no other experiment uses these seeds.
 SEEDS = {
     ("train", "indoor"): 3001,
@@ -93,6 +95,7 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
         name = f"{role}_{env}"
         synth, prepared = out / "synth" / name, out / "data" / name
         scenes = args.train_scenes if role == "train" else args.test_scenes
+        per_task = args.train_questions_per_task if role == "train" else 2
         command = [
             "synth",
             "--out",
@@ -105,6 +108,7 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
             args.size,
         ]
         command += ["--duration", str(args.duration), "--max-keyframes", str(args.max_keyframes)]
+        command += ["--questions-per-task", str(per_task)]
         command += ["--outdoor"] if env == "outdoor" else []
         stages.run(f"synth {name}", synth / "questions.jsonl", lambda c=command: cli(c))
         split = "1,0,0" if role == "train" else "0,0,1"
@@ -136,9 +140,15 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
 
 
 class Runs:
-    """The trained adapters of the experiment: SFT on traces, then GRPO from it, per training set ``env``
+    """The trained models of the experiment: SFT on traces, then GRPO from it, per training set ``env``
     (all, indoor, outdoor); each restored when kept with its key, else trained (resumed from its
-    checkpoints) and kept."""
+    checkpoints) and kept.
+
+    A run that trains a LoRA adapter keeps the adapter (a few MB) in ``--results``. A fully fine-tuned
+    model (SFT with ``warm_start.lora: false``: 540 MB in float32) is too large for git: it is kept as a
+    record of its key only, and known downstream by that recipe (:func:`steps.recipe_identity`), so kept
+    evaluations of it restore on a fresh machine; whatever needs its weights trains them again (README:
+    rebuilding the models)."""
 
     def __init__(self, out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages,
                  kept: KeptResults, ids: Identities) -> None:  # fmt: skip
@@ -153,35 +163,37 @@ class Runs:
         common = [f"data.path={self.data[f'train_{env}']}", f"output_dir={run_dir}"]
         if method == "sft":
             return load_train_config(self.args.config, [*common, f"model={self.args.model}", "method=sft"])
-        return load_train_config(
-            self.args.config, [*common, f"model={self.merged_dir(env)}", "warm_start.steps=0"]
-        )
+        grpo = [*common, f"model={self.start(env)}", "warm_start.steps=0"]
+        return load_train_config(self.args.config, grpo)
+
+    def is_adapter(self, env: str, method: str) -> bool:
+        """Whether run ``METHOD_ENV`` trains a LoRA adapter (else every weight)."""
+        config = self.config(env, method)
+        return bool(config.warm_start.lora if method == "sft" else config.lora.enabled)
 
     def key(self, env: str, method: str) -> StageKey:
-        """The key of run ``METHOD_ENV`` (GRPO's holds the SFT adapter it starts from)."""
+        """The key of run ``METHOD_ENV`` (GRPO's holds the SFT model it starts from)."""
         if (env, method) not in self.keys:
-            start = self.adapter(env, "sft") if method == "grpo" else None
+            start = self.identity(env, "sft") if method == "grpo" else None
             self.keys[(env, method)] = train_key(
                 self.ids, self.config(env, method), self.data[f"train_{env}"], self.args.model, start
             )
         return self.keys[(env, method)]
 
+    def identity(self, env: str, method: str) -> str:
+        """What run ``METHOD_ENV`` made, by content: its adapter, or a full model by its recipe."""
+        if self.is_adapter(env, method):
+            return self.ids.adapter(self.adapter(env, method))
+        return recipe_identity(self.key(env, method))
+
     def adapter(self, env: str, method: str) -> Path:
         """The LoRA adapter of run ``METHOD_ENV`` in ``OUT/models/METHOD_ENV``: restored, or trained."""
-        from embodied_r_training.rl.train import NODE_PARAMS, train
-
         if (env, method) in self.found:
             return self.found[(env, method)]
         name, key = f"{method}_{env}", self.key(env, method)
         target, run_dir = self.out / "models" / name, self.out / "runs" / name
         if not self.kept.restore("models", name, key, KEPT_ADAPTER_FILES):
-            self.kept.claim(run_dir, key)  # sets aside a run another key left, so it never resumes from it
-            if method == "grpo":
-                self.merged(env)
-            config = self.config(env, method)
-            self.stages.run(
-                f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train(config, resume=True)
-            )
+            self.train(env, method)
             self.kept.claim(target, key)
             for f in KEPT_ADAPTER_FILES:
                 shutil.copyfile(run_dir / "final" / f, target / f)
@@ -189,8 +201,44 @@ class Runs:
         self.found[(env, method)] = target
         return target
 
+    def full_model(self, env: str, method: str) -> Path:
+        """The fully fine-tuned model of run ``METHOD_ENV`` (``OUT/runs/METHOD_ENV/final``), trained when it
+        is not there (or another key made it); its key is kept as a record (the weights are not)."""
+        from embodied_r_training.rl.train import NODE_PARAMS
+
+        name, key = f"{method}_{env}", self.key(env, method)
+        final = self.out / "runs" / name / "final"
+        if not (final / NODE_PARAMS).is_file() or self.kept.why_invalid(final.parent, key) is not None:
+            self.train(env, method)
+        record = self.out / "models" / name
+        self.kept.claim(record, key)
+        (record / FULL_MODEL_RECORD).write_text(
+            json.dumps({"weights": "not kept (too large for git): train them with reasoner.py"}) + "\n"
+        )
+        self.kept.keep("models", name, key, {FULL_MODEL_RECORD: record / FULL_MODEL_RECORD})
+        return final
+
+    def train(self, env: str, method: str) -> None:
+        """Train run ``METHOD_ENV`` into ``OUT/runs/METHOD_ENV`` (resumed from its checkpoints when this key
+        left them; what another key left is set aside first)."""
+        from embodied_r_training.rl.train import NODE_PARAMS, train
+
+        name, run_dir = f"{method}_{env}", self.out / "runs" / f"{method}_{env}"
+        self.kept.claim(run_dir, self.key(env, method))
+        if method == "grpo":
+            self.start(env, weights=True)
+        config = self.config(env, method)
+        self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train(config, resume=True))
+
     def merged_dir(self, env: str) -> Path:
         return self.out / "runs" / f"sft_{env}" / "merged"
+
+    def start(self, env: str, weights: bool = False) -> Path:
+        """GRPO's starting model for ``env``: the SFT adapter merged into the base, or the fully fine-tuned
+        SFT model; its folder, with the weights made (``weights``) or only named."""
+        if self.is_adapter(env, "sft"):
+            return self.merged(env) if weights else self.merged_dir(env)
+        return self.full_model(env, "sft") if weights else self.out / "runs" / f"sft_{env}" / "final"
 
     def merged(self, env: str) -> Path:
         """The SFT adapter of ``env`` merged into the base model (GRPO's starting point), made when needed:
@@ -199,14 +247,26 @@ class Runs:
 
         return merge_adapter(self.args.model, self.adapter(env, "sft"), self.merged_dir(env))
 
-    def lm(self, env: str, method: str) -> tuple[list[str], dict[str, str]]:
-        """The eval arguments of trained model ``METHOD_ENV`` and its inputs by content."""
-        adapter = self.adapter(env, method)
-        inputs = {"lm": self.ids.model(self.args.model), "adapter": self.ids.adapter(adapter)}
+    def lm(self, env: str, method: str) -> tuple[list[str], dict[str, str], Callable[[], Any] | None]:
+        """The eval arguments of trained model ``METHOD_ENV``, its inputs by content, and what makes the
+        weights it reads when they are not there."""
         if method == "sft":
-            return ["--lm", str(self.args.model), "--adapter", str(adapter)], inputs
-        inputs["start"] = self.ids.adapter(self.adapter(env, "sft"))
-        return ["--lm", str(self.merged_dir(env)), "--adapter", str(adapter)], inputs
+            if self.is_adapter(env, "sft"):
+                adapter = self.adapter(env, "sft")
+                inputs = {"lm": self.ids.model(self.args.model), "adapter": self.ids.adapter(adapter)}
+                return ["--lm", str(self.args.model), "--adapter", str(adapter)], inputs, None
+            final, inputs = self.out / "runs" / f"sft_{env}" / "final", {"lm": self.identity(env, "sft")}
+            return ["--lm", str(final)], inputs, lambda: self.full_model(env, "sft")
+        start = self.start(env)
+        inputs = {"lm": self.ids.model(self.args.model), "start": self.identity(env, "sft")}
+        if self.is_adapter(env, "grpo"):
+            adapter = self.adapter(env, "grpo")
+            inputs["adapter"] = self.ids.adapter(adapter)
+            arguments = ["--lm", str(start), "--adapter", str(adapter)]
+            return arguments, inputs, lambda: self.start(env, weights=True)
+        inputs["model"] = self.identity(env, "grpo")
+        final = self.out / "runs" / f"grpo_{env}" / "final"
+        return ["--lm", str(final)], inputs, lambda: self.full_model(env, "grpo")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -215,8 +275,7 @@ class Runs:
 
 def trained_system(runs: Runs, env: str, method: str, name: str = "reasoner") -> System:
     """A trained model as an ``embodied-r eval`` system (``name``: reasoner or question-only)."""
-    arguments, inputs = runs.lm(env, method)
-    needs = (lambda: runs.merged(env)) if method == "grpo" else None
+    arguments, inputs, needs = runs.lm(env, method)
     return System(name, [*(["--system", name] if name != "reasoner" else []), *arguments], inputs, needs)
 
 
@@ -263,7 +322,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--parts", default="main,ood", help="main (all scenes), ood (indoor vs outdoor), data"
     )
-    parser.add_argument("--train-scenes", type=int, default=36, help="training scenes per environment")
+    parser.add_argument("--train-scenes", type=int, default=64, help="training scenes per environment")
+    parser.add_argument("--train-questions-per-task", type=int, default=4,
+                        help="training questions per task and form, per scene (held-out: 2)")  # fmt: skip
     parser.add_argument("--test-scenes", type=int, default=10, help="held-out scenes per environment")
     parser.add_argument("--size", default="320x240", help="rendered image size (key frames are chosen on it)")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per scene")

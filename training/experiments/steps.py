@@ -249,9 +249,12 @@ def sft_examples_identity(data: Path, config: Any) -> str:
     return value_identity([[r["prompt"], r["completion"]] for r in rows])
 
 
-def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path | None = None) -> StageKey:
+def train_key(
+    ids: Identities, config: Any, data: Path, model: Path, start: Path | str | None = None
+) -> StageKey:
     """The key of one training run: ``config`` (resolved) on the training split of ``data`` from the base
-    ``model``, starting from the LoRA adapter ``start`` merged into it (GRPO after SFT) when given."""
+    ``model``, starting from what an earlier run made (GRPO after SFT) when given: a LoRA adapter merged into
+    the base (its folder), or a fully fine-tuned model by its identity (:func:`recipe_identity`)."""
     key = stage_code(SFT_CODE if config.method == "sft" else TRAINER_CODE).with_inputs(
         config=ids.config(config),
         data=ids.split(data, config.data.train_split),
@@ -259,10 +262,17 @@ def train_key(ids: Identities, config: Any, data: Path, model: Path, start: Path
         libraries=libraries_identity(),
     )
     if start is not None:
-        key = key.with_inputs(start=ids.adapter(start))
+        key = key.with_inputs(start=start if isinstance(start, str) else ids.adapter(start))
     if config.method == "sft":
         key = key.with_inputs(sft_examples=sft_examples_identity(data, config))
     return key
+
+
+def recipe_identity(key: StageKey) -> str:
+    """A trained model known by how it is made (the key of the run that makes it), not by its weights:
+    for a fully fine-tuned model, whose weights are too large to keep in git. A run that restores results
+    keyed by it recomputes nothing; one that needs the weights trains them from the same recipe."""
+    return "recipe:" + value_identity(key.as_dict())
 
 
 def eval_settings(command: list[str]) -> dict[str, Any]:

@@ -384,7 +384,8 @@ def run_warm_start(config: TrainConfig, out: Path | None = None, answers: str | 
     cpu = bool(config.grpo.get("use_cpu"))
     section = replace(config.warm_start, answers=answers or config.warm_start.answers)
     peft_config = lora_config(config) if section.lora else None
-    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu, peft_config)
+    bf16 = bool(config.grpo.get("bf16"))  # on the CPU: bf16 autocast over float32 weights (load_model)
+    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu, peft_config, bf16)
 
 
 def train_sft(config: TrainConfig) -> TrainResult:

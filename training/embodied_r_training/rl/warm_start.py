@@ -46,6 +46,8 @@ THINK_TEMPLATE = "I check the key frames in order."
 ANSWER_SOURCES = ("solution", "shuffled", "masked", "trace")
 # A trace is taught only where the oracle's answer is right: a numeric one within this MRA of the solution.
 TRACE_MIN_MRA = 0.95
+# Learning-rate schedules a warm start may use (transformers' names; the ones that need no more settings).
+SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine")
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,21 @@ class WarmStartSection:
     answers: str = "solution"  # "solution", "shuffled", "masked" (format only) or "trace" (oracle reasoning)
     lora: bool = False  # train a LoRA adapter (the config's lora section) instead of every weight
     save_steps: int = 0  # a checkpoint every this many steps, resumed from after an interruption; 0 = none
+    # The learning rate over the run: any transformers scheduler name ("constant", "cosine", ...), after
+    # a linear warm-up over that share of the steps. Long full fine-tunes end better with a decay.
+    scheduler: str = "constant"
+    warmup_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.learning_rate <= 0 or self.batch_size < 1 or self.save_steps < 0:
             raise ConfigError(
                 f"warm_start needs steps >= 0, learning_rate > 0 and batch_size >= 1; got {self}"
+            )
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"warm_start.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigError(
+                f"warm_start.scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}"
             )
         if self.answers not in ANSWER_SOURCES:
             raise ConfigError(
@@ -188,9 +200,11 @@ def warm_start(
     seed: int,
     cpu: bool,
     peft_config: Any = None,
+    bf16: bool = False,
 ) -> Path:
     """Run ``section.steps`` SFT steps of ``model`` on ``dataset`` and save it to ``out_dir`` (the whole
-    model, or with ``peft_config`` the LoRA adapter only).
+    model, or with ``peft_config`` the LoRA adapter only). ``bf16`` on the CPU: the matrix products in bf16
+    autocast over float32 weights.
 
     A finished warm start (``out_dir`` holds its marker) is not run again, so a resumed job skips it; an
     interrupted one with ``section.save_steps`` continues from its last checkpoint.
@@ -207,7 +221,8 @@ def warm_start(
         max_steps=section.steps,
         learning_rate=section.learning_rate,
         per_device_train_batch_size=section.batch_size,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=section.scheduler,
+        warmup_steps=section.warmup_ratio,  # transformers reads a value below 1 as a share of the steps
         logging_steps=max(1, section.steps // 10),
         save_strategy="steps" if section.save_steps else "no",
         save_steps=section.save_steps or 500,
@@ -215,7 +230,7 @@ def warm_start(
         report_to="none",
         seed=seed,
         use_cpu=cpu,
-        bf16=False if cpu else None,
+        bf16=bf16 if cpu else None,  # on the CPU: bf16 autocast, ~2x faster with AVX512-BF16
         max_length=None,  # the data set's prompts were already checked against max_prompt_tokens
     )
     rows = warm_start_rows(dataset, section.answers, seed)

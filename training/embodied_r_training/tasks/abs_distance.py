@@ -11,7 +11,7 @@ import re
 
 from .amounts import Distractors, numeric_drafts, shown_as
 from .geometry import object_distance
-from .reading import Reading, answer, metres, point, position
+from .reading import Reading, answer, distance_steps, point, position
 from .scene import Draft, SceneContext
 from .task import Answer, QuestionTask, Template
 
@@ -34,17 +34,15 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The distance between the two map positions."""
+    """The distance between the two map positions: both copied, then one step a line (each axis's
+    difference, its square, their sum, the root)."""
     first, second = match.group(1), match.group(2)
     a, b = position(reading, first), position(reading, second)
+    lines = [f"The {first} is at {point(a)}.", f"The {second} is at {point(b)}."]
+    lines += distance_steps(a, b)
     d = math.dist(a, b)
-    deltas = ", ".join(f"{abs(p - q):.2f}" for p, q in zip(a, b, strict=True))
-    text = (
-        f"The {first} is at {point(a)}, the {second} at {point(b)}. The differences are {deltas}, so "
-        f"the distance is {metres(d)} m."
-    )
     sentence, found = answer(reading, d)
-    return f"{text} {sentence}", found
+    return "\n".join([*lines, sentence]), found
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

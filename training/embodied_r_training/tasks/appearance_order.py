@@ -43,15 +43,17 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The objects sorted by the key frame that first shows them."""
+    """The objects sorted by the key frame that first shows them: each one's frame copied, then the
+    order."""
     listed = names(match.group(1))
     frames = {name: sighting(reading, name).frame for name in listed}
     if len(set(frames.values())) < len(listed):
         raise Unanswerable("two of the objects are first seen at the same key frame")
     order = sorted(listed, key=frames.__getitem__)
-    cited = ", ".join(f"the {name} in {f'frame {frames[name]}'}" for name in order)
+    lines = [f"The {name} is first seen in frame {frames[name]}." for name in listed]
+    lines.append("By frame: " + ", ".join(f"{name} ({frames[name]})" for name in order) + ".")
     sentence, letter = option_equal(reading, ", ".join(order))
-    return f"First seen: {cited}. So the order is {', '.join(order)}. {sentence}", letter
+    return "\n".join([*lines, sentence]), letter
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

@@ -20,7 +20,7 @@ from embodied_r_ros.question_file import MC, NUMERIC
 from ..synth.ground_truth import PathPiece
 from ..synth.trajectory import CLIMB, FLY, TURN, WALK
 from .amounts import Distractors, numeric_drafts, shown_as, signed_options
-from .reading import Reading, answer, metres, option_nearest, steps
+from .reading import Reading, answer, metres, option_nearest, running_sum, steps
 from .scene import Draft, SceneContext
 from .task import Answer, QuestionTask, Template, Unanswerable
 
@@ -77,18 +77,22 @@ def _altitude_text(side: str, amount_m: float) -> str:
     return f"{side}, about {amount_m:.0f} m"
 
 
-def _cited_sum(reading: Reading, amount: Callable[[PathPiece], float | None], unit: str) -> tuple[str, float]:
-    """The path pieces' ``amount`` (None: the piece has none) cited step by step ("+35 deg by frame 2",
-    ``unit`` after the number), and their sum."""
-    parts: list[str] = []
-    total = 0.0
+def _cited_sum(
+    reading: Reading, amount: Callable[[PathPiece], float | None], shown: Callable[[float], str]
+) -> tuple[list[str], float]:
+    """The path pieces' ``amount`` (None: the piece has none), each copied on a line ("Frame 2: +35"),
+    then added up one addition a line (:func:`~.reading.running_sum`, sums written by ``shown``); and the
+    sum."""
+    lines: list[str] = []
+    values: list[float] = []
     for j, pieces in steps(reading):
         for piece in pieces:
             value = amount(piece)
             if value is not None:
-                parts.append(f"{value:+g}{unit} by frame {j}")
-                total += value
-    return ", ".join(parts), total
+                lines.append(f"Frame {j}: {value:+g}")
+                values.append(value)
+    sums, total = running_sum(values, shown)
+    return lines + sums, total
 
 
 # ------------------------------------------------------------------------------------------ ego_distance
@@ -108,18 +112,19 @@ def generate_distance(ctx: SceneContext) -> list[Draft]:
 
 
 def solve_distance(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The distances walked, flown, climbed and descended, summed."""
-    parts: list[str] = []
-    total = 0.0
+    """The distances walked, flown, climbed and descended: each step's copied, then added up."""
+    lines: list[str] = []
+    moves: list[float] = []
     for j, pieces in steps(reading):
         moved = sum(p.metres if p.kind in (WALK, FLY) else abs(p.up_m) if p.kind == CLIMB else 0.0
                     for p in pieces)  # fmt: skip
         if moved:
-            parts.append(f"{moved:g} m by frame {j}")
-        total += moved
-    text = f"Along my path: {', '.join(parts) or 'nothing'}. In total {metres(total)} m."
+            lines.append(f"Frame {j}: {moved:g} m")
+            moves.append(moved)
+    sums, total = running_sum(moves, metres)
+    lines = ["Along my path:", *(lines or ["nothing"]), *sums, f"In total {metres(total)} m."]
     sentence, found = answer(reading, total)
-    return f"{text} {sentence}", found
+    return "\n".join([*lines, sentence]), found
 
 
 # ---------------------------------------------------------------------------------------------- ego_turn
@@ -146,13 +151,13 @@ def generate_turn(ctx: SceneContext) -> list[Draft]:
 
 def solve_turn(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     """The turns summed (left positive); the option on that side nearest in amount."""
-    cited, total = _cited_sum(reading, lambda piece: piece.turn_deg if piece.kind == TURN else None, "")
+    lines, total = _cited_sum(reading, lambda piece: piece.turn_deg if piece.kind == TURN else None, _degrees)
     if not reading.options or abs(total) < 1.0:
         raise Unanswerable("no net turn to name")
     side = "left" if total > 0 else "right"
-    text = f"My turns (left positive): {cited}. In total {total:+g} deg: {side} {abs(total):g} deg."
-    sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},")
-    return f"{text} {sentence}", letter
+    lines = ["My turns (left positive):", *lines, f"In total {total:+g} deg: {side} {abs(total):g} deg."]
+    sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},", shown=f"{abs(total):g}")
+    return "\n".join([*lines, sentence]), letter
 
 
 # ------------------------------------------------------------------------------------------ ego_altitude
@@ -186,16 +191,24 @@ def generate_altitude(ctx: SceneContext) -> list[Draft]:
 
 def solve_altitude(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     """The ups and downs summed; the option on that side nearest in amount, or the amount."""
-    cited, total = _cited_sum(reading, lambda piece: piece.up_m or None, " m")
+    lines, total = _cited_sum(reading, lambda piece: piece.up_m or None, _tenths)
     if abs(total) < 0.05:
         raise Unanswerable("no altitude change to name")
     side = "up" if total > 0 else "down"
-    text = f"My altitude changes: {cited}. In total {total:+.1f} m: {side} {abs(total):.1f} m."
+    lines = ["My altitude changes (m):", *lines, f"In total {total:+.1f} m: {side} {abs(total):.1f} m."]
     if reading.options:
-        sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},")
-        return f"{text} {sentence}", letter
+        sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},", shown=f"{abs(total):.1f}")
+        return "\n".join([*lines, sentence]), letter
     sentence, found = answer(reading, abs(total))
-    return f"{text} {sentence}", found
+    return "\n".join([*lines, sentence]), found
+
+
+def _degrees(value: float) -> str:
+    return f"{value:g}"
+
+
+def _tenths(value: float) -> str:
+    return f"{value:.1f}"
 
 
 EGO_DISTANCE = QuestionTask("ego_distance", DISTANCE_TEMPLATE, generate_distance, solve_distance)

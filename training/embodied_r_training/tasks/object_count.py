@@ -47,17 +47,18 @@ def _singular(plural_name: str) -> str:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The distinct objects whose name ends in the category."""
+    """The distinct objects whose name ends in the category, numbered one a line."""
     category = _singular(match.group(1))
     found = [s for name, s in reading.sightings.items() if name.endswith(" " + category)]
     if not found:
         raise Unanswerable(f"no {category} is described")
-    cited = ", ".join(f"the {s.name} ({f'frame {s.frame}'})" for s in found)
-    text = f"Distinct {match.group(1)} seen: {cited}. That makes {len(found)}."
+    lines = [f"Distinct {match.group(1)} seen:"]
+    lines += [f"{i}. the {s.name} (frame {s.frame})" for i, s in enumerate(found, start=1)]
+    lines.append(f"That makes {len(found)}.")
     if reading.options:
         sentence, letter = option_equal(reading, str(len(found)))
-        return f"{text} {sentence}", letter
-    return f"{text} The answer is {len(found)}.", len(found)
+        return "\n".join([*lines, sentence]), letter
+    return "\n".join([*lines, f"The answer is {len(found)}."]), len(found)
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

@@ -28,14 +28,14 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The longest side the object's first description gives."""
+    """The longest side the object's first description gives (a read-off: nothing to combine)."""
     name = match.group(1)
     seen = sighting(reading, name)
     if seen.size is None:
         raise Unanswerable(f"the size of the {name} is not given")
-    text = f"In {f'frame {seen.frame}'} the {name}'s longest side is {seen.size:g} m."
-    sentence, found = answer(reading, seen.size)
-    return f"{text} {sentence}", found
+    text = f"In frame {seen.frame} the {name}'s longest side is {seen.size:g} m."
+    sentence, found = answer(reading, seen.size, shown=f"{seen.size:g}")
+    return f"{text}\n{sentence}", found
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
@@ -165,45 +165,98 @@ def point(where: tuple[float, ...]) -> str:
     return "(" + ", ".join(f"{v:g}" for v in where) + ")"
 
 
+def number(value: float) -> str:
+    """A computed number as a reasoning step writes it: two decimals below 100, one below 1000, whole above
+    (a small model copies and adds short numbers more reliably than long ones)."""
+    size = abs(value)
+    return f"{value:.2f}" if size < 100 else f"{value:.1f}" if size < 1000 else f"{value:.0f}"
+
+
+def minus(p: float, q: float) -> str:
+    """The subtraction ``p - q`` as a step writes it, a negative ``q`` as an addition ("2.23 + 0.7")."""
+    return f"{p:g} - {q:g}" if q >= 0 else f"{p:g} + {-q:g}"
+
+
+def running_sum(values: list[float], shown: Callable[[float], str]) -> tuple[list[str], float]:
+    """The steps that add ``values`` up, one addition a line ("0.87 + 0.77 = 1.64", a negative value as
+    "1.64 - 0.40 = 1.24"), each sum written by ``shown``; and the sum."""
+    lines: list[str] = []
+    total = values[0] if values else 0.0
+    for value in values[1:]:
+        sign = "-" if value < 0 else "+"
+        lines.append(f"{shown(total)} {sign} {shown(abs(value))} = {shown(total + value)}")
+        total += value
+    return lines, total
+
+
+def distance_steps(a: tuple[float, ...], b: tuple[float, ...]) -> list[str]:
+    """The straight-line distance between ``a`` and ``b`` as steps: a line per axis with its difference
+    (larger minus smaller) and that squared, then the sum of the squares, then its square root."""
+    gaps = [abs(p - q) for p, q in zip(a, b, strict=True)]
+    squares = [g * g for g in gaps]
+    lines = [
+        f"{axis}: {minus(max(p, q), min(p, q))} = {number(g)}, squared {number(s)}"
+        for axis, p, q, g, s in zip("xyz", a, b, gaps, squares, strict=False)
+    ]
+    total = sum(squares)
+    lines.append(" + ".join(number(s) for s in squares) + f" = {number(total)}")
+    lines.append(f"The square root of {number(total)} is {number(math.sqrt(total))}.")
+    return lines
+
+
 def option_equal(reading: Reading, text: str) -> tuple[str, str]:
-    """A sentence naming the option whose text is ``text``, and its letter."""
+    """The closing line naming the option whose text is ``text`` ("green bed is option C."), and its
+    letter: the conclusion first, then the letter, so the letter is a lookup of text just written."""
     for i, option in enumerate(reading.options):
         if option == text:
             letter = OPTION_LETTERS[i]
-            return f"That is option {letter}.", letter
+            return f"{text} is option {letter}.", letter
     raise Unanswerable(f"no option reads {text!r}")
 
 
-def _first_number(text: str) -> float | None:
+def _first_number(text: str) -> str | None:
     match = re.search(r"\d+(?:\.\d+)?", text)
-    return float(match.group()) if match else None
+    return match.group() if match else None
 
 
-def option_nearest(reading: Reading, value: float, prefix: str = "") -> tuple[str, str]:
-    """A sentence naming the option (starting with ``prefix``) whose number is nearest ``value`` in ratio,
-    and its letter."""
+def option_nearest(
+    reading: Reading, value: float, prefix: str = "", shown: str | None = None
+) -> tuple[str, str]:
+    """The closing lines naming the option (starting with ``prefix``) whose number is nearest ``value`` in
+    ratio, and its letter: the options' numbers copied ("Options: A 3.2, B 0.9, C 1.3, D 1.8."), then the
+    nearest with its letter ("Nearest to 0.94: 0.9 m, option B."). ``shown`` writes ``value`` (default
+    :func:`number`)."""
     if value <= 0:
         raise Unanswerable("a non-positive value cannot be matched to an option")
     best: tuple[float, int] | None = None
+    listed = []
     for i, option in enumerate(reading.options):
-        number = _first_number(option)
-        if not option.startswith(prefix) or number is None or number <= 0:
+        written = _first_number(option)
+        if not option.startswith(prefix) or written is None or float(written) <= 0:
             continue
-        gap = abs(math.log(number / value))
+        listed.append(f"{OPTION_LETTERS[i]} {written}")
+        gap = abs(math.log(float(written) / value))
         if best is None or gap < best[0]:
             best = (gap, i)
     if best is None:
         raise Unanswerable("no option has a number")
     letter = OPTION_LETTERS[best[1]]
-    return f"The nearest option is {letter} ({reading.options[best[1]]}).", letter
+    side = f" {prefix.rstrip(',')}" if prefix else ""
+    return (
+        f"Options{side}: {', '.join(listed)}.\n"
+        f"Nearest to {shown or number(value)}: {reading.options[best[1]]}, option {letter}."
+    ), letter
 
 
-def answer(reading: Reading, value: float, unit: str = "m", prefix: str = "") -> tuple[str, Answer]:
-    """The closing sentence and the answer: the nearest option's letter, or the number itself."""
+def answer(
+    reading: Reading, value: float, unit: str = "m", prefix: str = "", shown: str | None = None
+) -> tuple[str, Answer]:
+    """The closing line(s) and the answer: the nearest option's letter (``shown`` as for
+    :func:`option_nearest`), or the number itself."""
     if reading.options:
-        return option_nearest(reading, value, prefix)
-    number: Answer = int(round(value)) if unit == "count" else round(value, 2)
-    return f"The answer is {number} {unit}." if unit != "count" else f"The answer is {number}.", number
+        return option_nearest(reading, value, prefix, shown)
+    found: Answer = int(round(value)) if unit == "count" else round(value, 2)
+    return f"The answer is {found} {unit}." if unit != "count" else f"The answer is {found}.", found
 
 
 def steps(reading: Reading) -> list[tuple[int, list[PathPiece]]]:

@@ -12,7 +12,7 @@ import re
 from embodied_r_ros.question_file import MC
 
 from .geometry import QUADRANTS, direction_angle, object_distance, quadrant
-from .reading import Reading, option_equal, point, position
+from .reading import Reading, minus, number, option_equal, point, position
 from .scene import DRAFT_TRIES, Draft, SceneContext
 from .task import Answer, QuestionTask, Template, Unanswerable
 
@@ -51,7 +51,9 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The target's angle from A's heading to B, from the map positions, named as a quadrant."""
+    """The target seen from A facing B, from the map positions: the heading and the target's offset as
+    vectors, then the sign of their dot product (front or back) and of their cross product (left or right),
+    one multiplication or sum a line."""
     at, facing, target = match.group(1), match.group(2), match.group(3)
     a, b, c = (position(reading, name) for name in (at, facing, target))
     heading = math.atan2(b[1] - a[1], b[0] - a[0])
@@ -60,14 +62,47 @@ def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     if _off_boundary(angle) < 1.0:
         raise Unanswerable("the target lies on a quadrant boundary")
     correct = quadrant(angle)
-    side = "left" if angle > 0 else "right"
-    text = (
-        f"The {at} is at {point(a[:2])}, the {facing} at {point(b[:2])}, the {target} at {point(c[:2])}. "
-        f"Facing from the {at} to the {facing}, the {target} is {abs(angle):.0f} deg to the {side}, so "
-        f"{correct}."
-    )
+    heading_xy, target_xy = (b[0] - a[0], b[1] - a[1]), (c[0] - a[0], c[1] - a[1])
+    lines = [
+        f"The {at} is at {point(a[:2])}, the {facing} at {point(b[:2])}, the {target} at {point(c[:2])}.",
+        f"Facing: ({minus(b[0], a[0])}, {minus(b[1], a[1])}) = {point(_rounded(heading_xy))}",
+        f"Target: ({minus(c[0], a[0])}, {minus(c[1], a[1])}) = {point(_rounded(target_xy))}",
+        *_signs(heading_xy, target_xy, correct),
+        f"So the {target} is {correct}.",
+    ]
     sentence, letter = option_equal(reading, correct)
-    return f"{text} {sentence}", letter
+    return "\n".join([*lines, sentence]), letter
+
+
+def _rounded(vector: tuple[float, float], digits: int = 1) -> tuple[float, float]:
+    return (round(vector[0], digits) + 0.0, round(vector[1], digits) + 0.0)  # + 0.0: no "-0"
+
+
+def _signs(heading: tuple[float, float], target: tuple[float, float], correct: str) -> list[str]:
+    """The dot product (front or back) and the cross product (left or right) of the heading and the
+    target's offset, a line each, on the vectors as the lines above write them (one decimal; two where
+    one would flip a sign the exact vectors give, so the lines always reach ``correct``)."""
+    for digits in (1, 2, 6):
+        (hx, hy), (tx, ty) = _rounded(heading, digits), _rounded(target, digits)
+        ahead, left = hx * tx + hy * ty, hx * ty - hy * tx
+        found = f"{'front' if ahead > 0 else 'back'}-{'left' if left > 0 else 'right'}"
+        if found == correct:
+            break
+
+    def times(p: float, q: float) -> str:
+        return f"{p:g} x {q:g}" if q >= 0 else f"{p:g} x ({q:g})"
+
+    return [
+        f"Ahead: {times(hx, tx)} + {times(hy, ty)} = {_plus(hx * tx, hy * ty)} = {number(ahead)}, so "
+        f"{'front' if ahead > 0 else 'back'}.",
+        f"Left: {times(hx, ty)} - {times(hy, tx)} = {_plus(hx * ty, -hy * tx)} = {number(left)}, so "
+        f"{'left' if left > 0 else 'right'}.",
+    ]
+
+
+def _plus(p: float, q: float) -> str:
+    """``p + q`` as a step writes it, a negative ``q`` as a subtraction."""
+    return f"{number(p)} + {number(q)}" if q >= 0 else f"{number(p)} - {number(-q)}"
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

@@ -13,7 +13,7 @@ import re
 from embodied_r_ros.question_file import MC
 
 from .geometry import closest_object, object_distance
-from .reading import Reading, metres, names, option_equal, position
+from .reading import Reading, metres, names, option_equal, point, position
 from .scene import DRAFT_TRIES, Draft, SceneContext
 from .task import Answer, QuestionTask, Template, Unanswerable
 
@@ -50,16 +50,19 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """Each candidate's distance from the target's map position; the nearest one."""
+    """Each candidate's distance from the target's map position, a line each; the nearest one."""
     target, candidates = match.group(1), names(match.group(2))
     centre = position(reading, target)
     distances = {name: math.dist(centre, position(reading, name)) for name in candidates}
     ranked = sorted(distances, key=distances.__getitem__)
     if distances[ranked[1]] - distances[ranked[0]] < 0.01 * distances[ranked[1]]:
         raise Unanswerable("two candidates are equally near")
-    cited = "; ".join(f"the {name} {metres(distances[name])} m" for name in candidates)
+    lines = [f"The {target} is at {point(centre)}."]
+    for name in candidates:
+        lines.append(f"The {name} is at {point(position(reading, name))}: {metres(distances[name])} m away.")
+    lines.append(f"The smallest distance is {metres(distances[ranked[0]])} m: the {ranked[0]}.")
     sentence, letter = option_equal(reading, ranked[0])
-    return f"Distances from the {target}: {cited}. The nearest is the {ranked[0]}. {sentence}", letter
+    return "\n".join([*lines, sentence]), letter
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

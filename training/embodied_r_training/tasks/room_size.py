@@ -30,13 +30,14 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The product of the room's sides."""
+    """The product of the room's sides: the sides copied, then the one multiplication."""
     if reading.room is None:
         raise Unanswerable("the room's size is not given")
     x, y = reading.room
-    text = f"The room is {x:g} m by {y:g} m, so its floor area is {x:g} x {y:g} = {x * y:.1f} square metres."
+    lines = [f"The room is {x:g} m by {y:g} m.", f"{x:g} x {y:g} = {x * y:.2f}",
+             f"So the floor area is {x * y:.2f} square metres."]  # fmt: skip
     sentence, found = answer(reading, x * y, "square metres")
-    return f"{text} {sentence}", found
+    return "\n".join([*lines, sentence]), found
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)

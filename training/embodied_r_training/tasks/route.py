@@ -133,9 +133,9 @@ def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     if not turns:
         raise Unanswerable("no turn between legs")
     correct = ", then ".join(turns)
-    text = f"Between my {legs} legs I turned: {'; '.join(cited)}. So: {correct}."
+    lines = [f"Between my {legs} legs I turned:", *cited, f"So: {correct}."]
     sentence, letter = option_equal(reading, correct)
-    return f"{text} {sentence}", letter
+    return "\n".join([*lines, sentence]), letter
 
 
 TASK = QuestionTask(NAME, TEMPLATE, generate, solve)
