@@ -271,8 +271,9 @@ def test_scores_of_hand_written_completions() -> None:
         "<think>The lamp is ahead-right.</think><answer>B</answer>",  # right, well formed
         "<think>Option B is wrong.</think><answer>C</answer>",  # letter B only in think: wrong
         "C",  # right letter but no tags: not read, not well formed
-        "<think>About two metres.</think><answer>2.0 m</answer>",  # error 20 %: MRA 0.7
-        "<think>Three.</think><answer>3</answer> trailing",  # exact, but text after </answer>
+        # Reasoning, not a restatement of the answer ("About two metres." would be hidden, issue 42).
+        "<think>I walked 1.2 m, then 0.8 m.</think><answer>2.0 m</answer>",  # error 20 %: MRA 0.7
+        "<think>Chairs: frames 1, 4, 6.</think><answer>3</answer> trailing",  # exact, text after </answer>
     ]
     predictions = grade_records(records, completions)
     assert [p.score for p in predictions] == [1.0, 0.0, 0.0, pytest.approx(0.7), 1.0]

@@ -21,6 +21,7 @@ from embodied_r_training.rl.rewards import (
     format_reward,
     grade_batch,
     mask_answer_statements,
+    reasons_left,
     register_reward,
     registered_reward,
     registered_rewards,
@@ -227,9 +228,9 @@ def _batch() -> dict[str, Any]:
     return {
         "prompts": [DESCRIPTION] * 4,
         "completions": [
-            _c("The lamp is on my right and nearest.", "B"),
+            _c("The lamp is on my right, 0.8 m away; the door is 2.5 m away.", "B"),
             _c("The door is nearest.", "D"),
-            _c("I walked two metres.", "2.1 m"),
+            _c("I walked 1.2 m, then 0.9 m.", "2.1 m"),
             "The answer is B",
         ],
         "solution": ["B", "B", 2.0, "B"],
@@ -249,9 +250,9 @@ def test_consistency_scores_only_correct_answers_in_one_call() -> None:
     assert temperature == pytest.approx(0.1) and max_new_tokens == ConsistencyConfig().max_new_tokens
     mc_text = "\n".join(m.joined_text for m in requests[0])
     assert QUESTION in mc_text and "B. the lamp" in mc_text and "D. the door" in mc_text
-    assert "The lamp is on my right and nearest." in mc_text
+    assert "The lamp is on my right, 0.8 m away; the door is 2.5 m away." in mc_text
     assert "red chair" not in mc_text and "Frame 0" not in mc_text  # no video description
-    assert "I walked two metres." in "\n".join(m.joined_text for m in requests[1])
+    assert "I walked 1.2 m, then 0.9 m." in "\n".join(m.joined_text for m in requests[1])
 
 
 def test_consistency_disagreement_scores_zero() -> None:
@@ -314,14 +315,177 @@ def test_explicit_statements_of_the_answer_are_masked() -> None:
     assert masked == "I moved 1.5 m, then 2 m: [hidden] m in all, so [hidden]."
 
 
+# Restatements beyond capital letters and exact numbers (issue 42): each case hides the answer and keeps
+# the evidence next to it. Options as the data sets write them (relative_distance, appearance_order,
+# abs_distance, ego_turn).
+NAMES = ["green bed", "red door", "white tv", "black fridge"]
+ORDERS = [
+    "white tv, white table, green bed",
+    "green bed, white table, white tv",
+    "white table, white tv, green bed",
+]
+AMOUNTS = ["3.9 m", "3.2 m", "1.7 m", "4.8 m"]
+TURNS = [
+    "left, about 75 degrees",
+    "right, about 150 degrees",
+    "left, about 180 degrees",
+    "right, about 60 degrees",
+]
+EVIDENCE = "Distances from the red chair: the green bed 4.12 m; the red door 0.94 m."
+
+
+def _mask(think: str, answer: str, solution: object, options: Sequence[str]) -> str:
+    return mask_answer_statements(think, _graded(think, answer, solution, options), options)
+
+
+def test_lower_case_letters_are_hidden_but_the_article_stays() -> None:
+    think = f"{EVIDENCE} So it is b: option b, (b). b) fits, 'b'. The answer is a. Not a lamp, i.e. not a."
+    assert _mask(think, "B", "B", NAMES) == (
+        f"{EVIDENCE} So it is [hidden]: option [hidden], ([hidden]). [hidden]) fits, '[hidden]'. "
+        "The answer is [hidden]. Not a lamp, i.e. not [hidden]."
+    )
+    # Contractions are no letters: "I'd" (D).
+    assert _mask("I'd say the bed, 4.12 m.", "A", "A", NAMES) == "I'd say the bed, 4.12 m."
+    # "option a" is a letter even before a word; "e.g." is no letter E; letters past the options stay.
+    assert _mask("Option a is close, e.g. the bed; f) too.", "A", "A", NAMES) == (
+        "Option [hidden] is close, e.g. the bed; f) too."
+    )
+
+
+def test_option_texts_are_hidden_in_conclusions_and_kept_in_evidence() -> None:
+    # A plain name: hidden where the sentence carries no number, kept where it names a measured value.
+    think = f"{EVIDENCE} The nearest is the red door. The red door is 0.94 m away, so it is the red door."
+    assert _mask(think, "B", "B", NAMES) == (
+        f"{EVIDENCE} The nearest is [hidden]. The red door is 0.94 m away, so it is [hidden]."
+    )
+    # An order (commas): hidden wherever it stands, also with other connectives; the sightings stay.
+    think = (
+        "First seen: the green bed in frame 1, the white table in frame 2, the white tv in frame 5. "
+        "So the order is green bed, white table, white tv; that is green bed -> white table and white tv."
+    )
+    assert _mask(think, "B", "B", ORDERS) == (
+        "First seen: the green bed in frame 1, the white table in frame 2, the white tv in frame 5. "
+        "So the order is [hidden]; that is [hidden]."
+    )
+    # An amount: as written, its unit in any spelling, or alone in a conclusion; a more precise result
+    # and the coordinates it came from stay.
+    think = (
+        "The bed is at (0.85, 2.09), the door at (3.2, 1.5): 3.17 m apart. "
+        "The nearest option is B (3.2 m), i.e. 3.2 metres. So 3.2."
+    )
+    assert _mask(think, "B", "B", AMOUNTS) == (
+        "The bed is at (0.85, 2.09), the door at (3.2, 1.5): 3.17 m apart. "
+        "The nearest option is [hidden] ([hidden]), i.e. [hidden]. So [hidden]."
+    )
+    # A composite (ego_turn): whole, or its amount alone; the turns it adds up stay.
+    think = "My turns: +40 by frame 2, +37 by frame 5. In total left 77 deg: left, about 75 degrees, 75 deg."
+    assert _mask(think, "A", "A", TURNS) == (
+        "My turns: +40 by frame 2, +37 by frame 5. In total left 77 deg: [hidden], [hidden]."
+    )
+
+
+def test_references_by_position_are_hidden() -> None:
+    think = f"{EVIDENCE} The answer is the second option, not the last choice; option two."
+    assert _mask(think, "B", "B", NAMES) == (
+        f"{EVIDENCE} The answer is the [hidden] option, not the [hidden] choice; option [hidden]."
+    )
+    # "final answer" is no position; "the first one I saw" is evidence, not a reference to an option.
+    think = "The first one I saw was the bed in frame 1. My final answer: choice #2, the 2nd option."
+    assert _mask(think, "B", "B", NAMES) == (
+        "The first one I saw was the bed in frame 1. My final answer: choice #[hidden], the [hidden] option."
+    )
+
+
+def test_rounded_numbers_are_hidden_but_derivations_stay() -> None:
+    # 2.13: "2.1", "2.1 m", "213 cm" restate it; "2" (6 % off) and the parts 1.20 and 0.93 stay.
+    think = "I walked 1.20 m, then 0.93 m: 2.13 m, so 2.1, i.e. 2.1 m or 213 cm; roughly 2 m."
+    assert _mask(think, "2.13", 2.13, []) == (
+        "I walked 1.20 m, then 0.93 m: [hidden] m, so [hidden], i.e. [hidden] m or [hidden] cm; roughly 2 m."
+    )
+    # 3.17 from the differences 1.20 and 2.93; "3" in "frame 3" is 5.4 % off: evidence.
+    think = "The differences are 1.20, 2.93 (frame 3), so the distance is 3.17 m, about 3.2 m."
+    assert _mask(think, "3.17 m", 3.17, []) == (
+        "The differences are 1.20, 2.93 (frame 3), so the distance is [hidden] m, about [hidden] m."
+    )
+
+
+@pytest.mark.parametrize(
+    ("think", "answer", "masked"),
+    [
+        ("Chairs in frame 1 and frame 5: two.", 2, "Chairs in frame 1 and frame 5: [hidden]."),
+        ("Frame 4 and frame 9 show twenty-three chairs.", 23, "Frame 4 and frame 9 show [hidden] chairs."),
+        ("1.20 m then 0.93 m: two point one metres.", 2.13, "1.20 m then 0.93 m: [hidden] metres."),
+        # "one" (a pronoun too) is no restatement of 3; "three" is.
+        (
+            "One in frame 1, two in frame 4: three chairs.",
+            3,
+            "One in frame 1, two in frame 4: [hidden] chairs.",
+        ),
+        ("One hundred and five tiles, 105.", 105, "[hidden] tiles, [hidden]."),
+    ],
+)
+def test_numbers_in_words_are_hidden(think: str, answer: float, masked: str) -> None:
+    assert _mask(think, str(answer), answer, []) == masked
+
+
+@pytest.mark.parametrize(
+    ("think", "answer", "options", "left"),
+    [
+        ("The answer is the second option.", "B", NAMES, False),
+        ("So it is b.", "B", NAMES, False),
+        ("So the order is green bed, white table, white tv.", "B", ORDERS, False),
+        ("The nearest option is (3.2 m).", "B", AMOUNTS, False),
+        ("two", "2", [], False),
+        ("About 2.1 m.", "2.13", [], False),
+        (f"{EVIDENCE} The nearest is the red door.", "B", NAMES, True),
+        ("I walked 1.20 m, then 0.93 m.", "2.13", [], True),
+    ],
+)
+def test_reasons_left_after_a_restatement_only(
+    think: str, answer: str, options: list[str], left: bool
+) -> None:
+    solution = answer if options else float(answer)
+    assert reasons_left(_mask(think, answer, solution, options)) is left
+
+
+def test_consistency_scores_a_restatement_zero_without_a_call_and_sends_the_evidence() -> None:
+    restatements = [
+        ("So it is b.", "B", NAMES),
+        ("The answer is the second option.", "B", NAMES),
+        ("So the order is green bed, white table, white tv.", "B", ORDERS),
+        ("two point one", "2.13", []),
+    ]
+    question = "Which of these objects is closest to the red chair?"
+    batch = {
+        "completions": [_c(t, a) for t, a, _ in restatements],
+        "solution": [a if o else float(a) for _, a, o in restatements],
+        "question": [question] * len(restatements),
+        "options": [o for _, _, o in restatements],
+    }
+    reference = ScriptedReference([])
+    assert ConsistencyReward(reference)(**batch) == [0.0] * len(restatements)
+    assert reference.calls == []  # nothing left to check: no reference call
+
+    # The same batch with one reasoned answer: only it is sent, its evidence intact, its conclusion hidden.
+    reference = ScriptedReference(["B"])
+    batch["completions"].append(_c(f"{EVIDENCE} The nearest is the red door, so b.", "B"))
+    for column, value in (("solution", "B"), ("question", question), ("options", NAMES)):
+        batch[column].append(value)
+    assert ConsistencyReward(reference)(**batch) == [0.0] * len(restatements) + [1.0]
+    ((requests, _, _),) = reference.calls
+    assert len(requests) == 1
+    seen = requests[0][-1].joined_text.split("Reasoning:", 1)[1]
+    assert f"{EVIDENCE} The nearest is [hidden], so [hidden]." in seen
+
+
 @pytest.mark.parametrize(
     ("think", "score", "asked"),
     [
         ("B", 0.0, False),  # a restatement: nothing left to check, no reference call
         ("So the answer is option B.", 0.0, False),
         ("I pick B because it is B.", 0.0, True),  # words remain, but none implies an option
-        ("The chair came after what I saw first: the lamp.", 1.0, True),  # reasoning that implies B
-        ("The chair is nearest, so B.", 0.0, True),  # reasoning that implies A, not the answer B
+        ("The chair was in frame 3, after the lamp in frame 1.", 1.0, True),  # reasoning that implies B
+        ("The chair is nearest at 0.5 m, so B.", 0.0, True),  # reasoning that implies A, not the answer B
     ],
 )
 def test_consistency_judges_reasoning_not_a_restatement(think: str, score: float, asked: bool) -> None:

@@ -52,12 +52,16 @@ from embodied_r_ros.reasoning.answers import (
     mean_relative_accuracy,
     parse_completion,
 )
-from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 from embodied_r_ros.reasoning.prompts import question_block
+
+from .restatements import hide_number_statements, hide_option_statements, reasons_left
 
 # The reference model's prompt. Change REFERENCE_PROMPT_VERSION whenever a text below changes, so logged
 # consistency rates from different prompts are not compared as if they were the same measurement.
-REFERENCE_PROMPT_VERSION = "2"  # 2: explicit statements of the answer are hidden (mask_answer_statements)
+# 2: explicit statements of the answer are hidden (mask_answer_statements). 3: every restatement is hidden
+# (lower-case letters, positions, option texts, rounded numbers, number words): the reasoning the reference
+# reads changed, so rates measured under 2 are not comparable.
+REFERENCE_PROMPT_VERSION = "3"
 REFERENCE_SYSTEM = (
     "You check reasoning. You get a question and someone's reasoning about it. Give the answer that this "
     "reasoning leads to, whether or not you agree with it. Reply with the answer only, nothing else."
@@ -306,50 +310,23 @@ class ConsistencyConfig:
             )
 
 
-# What the reference reads in place of an explicit statement of the answer.
-ANSWER_MASK = "[hidden]"
-# A standalone capital letter: "B", "(B)", "option B.", not the B of "Bed" or "B2".
-_STANDALONE_LETTER = re.compile(r"(?<![A-Za-z0-9])(" + LETTER + r")(?![A-Za-z0-9])")
-# A number as written in reasoning: "3", "3.5", "-2" ("1,200" reads as two numbers).
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
-
-
 def mask_answer_statements(think: str, graded: Graded, options: Sequence[str]) -> str:
-    """The reasoning as the consistency reference reads it: every explicit statement of a final answer
-    hidden, so that only reasoning that IMPLIES the answer leads the reference to it, and restating the
-    answer ("B", "so the answer is B") earns nothing.
+    """The reasoning as the consistency reference reads it: every restatement of a final answer hidden
+    (:data:`~.restatements.ANSWER_MASK`), so that only reasoning that IMPLIES the answer leads the
+    reference to it, and restating the answer ("B", "the second option", "two") earns nothing.
 
-    Multiple choice: every standalone option letter (A.. up to the number of options) becomes
-    :data:`ANSWER_MASK`, the policy's and the others alike (hiding only the policy's would point at it); the
-    option texts stay, since naming the evidence is reasoning. Numeric: every number equal to the policy's
-    answer (relative difference < 1e-6) is hidden; the numbers it was derived from stay.
+    Multiple choice: every option's letter, position and text, the policy's and the others alike (hiding
+    only the policy's would point at it); a plain-name option text only in conclusions, so that evidence
+    naming objects with their measured values stays readable (:func:`~.restatements.hide_option_statements`).
+    Numeric: every number, in digits or words, that rounds the policy's answer and lies within 5 % of it;
+    the numbers it was derived from stay (:func:`~.restatements.hide_number_statements`). The rules and
+    their reasons: :mod:`embodied_r_training.rl.restatements`.
     """
     if graded.multiple_choice:
-        letters = set(OPTION_LETTERS[: max(len(options), 1)])
-        return _STANDALONE_LETTER.sub(lambda m: ANSWER_MASK if m.group(1) in letters else m.group(0), think)
+        return hide_option_statements(think, options)
     if graded.value is None:
         return think
-    answer = graded.value
-
-    def hide(match: re.Match[str]) -> str:
-        same = abs(float(match.group(0)) - answer) <= 1e-6 * max(abs(answer), 1e-9)
-        return ANSWER_MASK if same else match.group(0)
-
-    return _NUMBER.sub(hide, think)
-
-
-# Words that only announce an answer ("so the answer is [hidden]"): reasoning needs more than these.
-_ANNOUNCING = frozenset(
-    "the a an answer answers is it its this that so thus therefore hence final correct right option choice "
-    "letter pick choose select i my must be should will".split()
-)
-
-
-def reasons_left(think: str) -> bool:
-    """Whether masked reasoning still says anything: a word beyond the masks and the words that only
-    announce an answer ("so the answer is [hidden]" has nothing left)."""
-    words = re.findall(r"[A-Za-z]+", think.replace(ANSWER_MASK, " ").lower())
-    return any(word not in _ANNOUNCING for word in words)
+    return hide_number_statements(think, graded.value)
 
 
 def reference_request(question: str, options: Sequence[str], think: str) -> list[ChatMessage]:
@@ -389,10 +366,11 @@ class ConsistencyReward:
     whole reply). Scores: multiple choice 1.0 when its letter equals the policy's, else 0.0; numeric the
     MRA of its number against the policy's number (1.0 within 5 %).
 
-    The reference reads the reasoning with explicit statements of the answer hidden
-    (:func:`mask_answer_statements`): a think that only restates the answer ("B", "the answer is B") has
-    no reasoning left and scores 0.0 without a reference call; reasoning that implies the answer ("the
-    lamp appeared first", option B being "lamp") still leads the reference to it.
+    The reference reads the reasoning with every restatement of the answer hidden
+    (:func:`mask_answer_statements`): a think that only restates the answer ("B", "the answer is b", "the
+    second option", "two") has no reasoning left and scores 0.0 without a reference call; reasoning that
+    implies the answer ("the lamp in frame 1, the chair in frame 3", option B being "lamp", for "what
+    did I see first?") still leads the reference to it.
 
     ``backend`` is any :class:`~embodied_r_ros.backends.GenerationBackend`: an OpenAI-compatible endpoint,
     a second in-process model, or (with LoRA, the trainer's default) the policy's own base model: the
