@@ -107,3 +107,94 @@ def test_route_options_share_the_truths_length(question_sets: dict[int, list[Que
         assert len(turns) == 1 and len(set(q.options)) == len(q.options), q.options
         assert len(q.options) == (3 if turns == {0} else 4)
     assert max(Counter(q.answer_text for q in routes if len(q.options) == 3).values()) <= 0.6 * len(routes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The best constant (eval/constant.py)
+
+
+def _numeric(env: str, i: int, value: float, task: str = "abs_distance", unit: str = "m") -> dict:
+    return {"id": f"{env}-seed1-scene_0000-{i:03d}", "task": task, "options": [], "solution": str(value),
+            "unit": unit}  # fmt: skip
+
+
+def test_a_record_s_environment_is_its_field_else_its_id_s_head() -> None:
+    from embodied_r_training.eval.constant import record_environment
+
+    assert record_environment({"id": "indoor/indoor-seed4001-scene_0000-000"}) == "indoor"  # joined sets
+    assert record_environment({"id": "outdoor-seed4002-scene_0003-011"}) == "outdoor"  # one environment's
+    assert record_environment({"id": "outdoor-seed1-x", "environment": "indoor"}) == "indoor"  # field first
+    assert record_environment({"id": "scene0000_00-003"}) == "all"  # an imported video: not known
+    assert record_environment({"id": "mission-seed7-5min-000"}) == "all" == record_environment({})
+
+
+def test_the_constant_is_chosen_per_environment_where_pooling_fails() -> None:
+    from embodied_r_training.eval.constant import constant_answers
+
+    train = [_numeric("indoor", i, v) for i, v in enumerate((2.0, 3.0, 4.0))]
+    train += [_numeric("outdoor", 10 + i, v) for i, v in enumerate((40.0, 50.0, 60.0))]
+    test = [_numeric("indoor", 100, 3.0), _numeric("outdoor", 101, 50.0)]
+    answers = constant_answers(test, train)
+    # Per environment the mean (3 and 50, first of the tied mean and median) is exact on both.
+    assert [(a.constant.environment, a.constant.statistic, a.constant.value, a.score) for a in answers] == [
+        ("indoor", "mean", 3.0, 1.0), ("outdoor", "mean", 50.0, 1.0)
+    ]  # fmt: skip
+    # Pooled (ids that do not say the environment): mean 26.5 is near only 40 and 50 (0.4 + 0.1), median 22
+    # only 40 (0.2); the mode (2.0, the smallest of the six once-seen values) scores (1 + 0.4 + 0.1) / 6
+    # there, and on the test 0.4 (3 m is 33 % off) and 0 (50 m).
+    pooled = constant_answers([{**r, "id": f"q{i}"} for i, r in enumerate(test)],
+                              [{**r, "id": f"t{i}"} for i, r in enumerate(train)])  # fmt: skip
+    chosen = pooled[0].constant
+    assert (chosen.environment, chosen.statistic, chosen.value) == ("all", "mode", 2.0)
+    assert chosen.score == pytest.approx(0.25)
+    assert chosen.candidates["mean"] == {"value": 26.5, "score": pytest.approx(0.5 / 6)}
+    assert chosen.candidates["median"] == {"value": 22.0, "score": pytest.approx(0.2 / 6)}
+    assert [a.score for a in pooled] == [pytest.approx(0.4), 0.0]
+
+
+def test_the_median_wins_on_skewed_solutions_and_the_mode_is_taken_as_options_show_values() -> None:
+    from embodied_r_training.eval.constant import constant_answers, numeric_candidates
+
+    values = (1.0, 1.9, 2.0, 2.1, 2.2, 9.0, 9.04)  # a long tail: the mean (3.89) is off for all
+    train = [_numeric("indoor", i, v) for i, v in enumerate(values)]
+    (answer,) = constant_answers([_numeric("indoor", 99, 2.0)], train)
+    c = answer.constant
+    assert c.statistic == "median" and c.value == 2.1 and c.n == 7
+    # median 2.1: 1.9 is 10.5 % off (0.8), 2.0 and 2.2 within 5 % (1.0 each), 2.1 exact, the rest 0
+    assert c.score == pytest.approx(3.8 / 7) and c.candidates["mean"]["score"] == 0.0
+    assert c.candidates["mode"] == {"value": 9.0, "score": pytest.approx(2 / 7)}  # 9.0 and 9.04 show as 9.0
+    assert answer.score == pytest.approx(1.0)  # 2.0 vs 2.1: 4.8 % off
+    assert "the median, 2.1, of 7 indoor abs_distance solutions of the train split" == c.describe()
+    assert numeric_candidates([12.4, 12.6, 13.4, 3.0], "m")["mode"] == 13.0  # whole metres above 10
+    assert numeric_candidates([1.0, 2.0, 2.0, 7.0], "count") == {"mean": 3.0, "median": 2.0, "mode": 2.0}
+
+
+def test_the_mode_rounds_as_the_options_are_written() -> None:
+    from embodied_r_training.eval.constant import shown
+    from embodied_r_training.tasks.amounts import shown_as
+
+    for unit in ("m", "m^2", "count"):
+        for value in (0.04, 0.25, 1.15, 3.333, 9.96, 10.5, 11.5, 47.49, 153.2, 2.0):
+            assert shown(value, unit) == shown_as(unit)(value), (unit, value)
+
+
+def test_multiple_choice_takes_the_most_frequent_letter_and_gaps_fall_back() -> None:
+    from embodied_r_training.eval.constant import constant_answers, constants_used
+
+    def mc(env: str, i: int, letter: str, task: str = "route") -> dict:
+        return {"id": f"{env}-seed1-s-{i}", "task": task, "options": ["a", "b", "c", "d"], "solution": letter}
+
+    train = [mc("indoor", i, x) for i, x in enumerate("BBCA")] + [mc("outdoor", 9, "D")]
+    test = [mc("indoor", 20, "B"), mc("outdoor", 21, "B"), mc("x", 22, "C"), mc("indoor", 23, "C", "other")]
+    test.append(mc("indoor", 24, "A", "other"))
+    answers = constant_answers(test, train)
+    assert [a.constant.value for a in answers] == ["B", "D", "B", "A", "A"]
+    assert [a.score for a in answers] == [1.0, 0.0, 0.0, 0.0, 1.0]
+    # "x-..." names no environment: all environments' training letters (B twice of five)
+    assert answers[2].constant.environment == "all" and answers[2].constant.score == pytest.approx(0.4)
+    # a task the training split lacks: chosen on the scored records themselves (A and C once: A), said so
+    assert answers[3].constant.chosen_on.startswith("scored split (flattering")
+    used = constants_used(answers)
+    assert set(used["route"]["mc"]) == {"indoor", "outdoor", "all"}
+    assert used["route"]["mc"]["indoor"]["n"] == 4 and used["route"]["mc"]["indoor"]["value"] == "B"
+    assert constant_answers(test[:1], None)[0].constant.chosen_on.startswith("scored split")

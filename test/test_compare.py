@@ -113,3 +113,69 @@ def test_compare_refuses_different_records_and_unknown_baselines(tmp_path: Path)
         compare([load_run(str(one))], ["three"])
     with pytest.raises(ConfigError, match="not an `embodied-r eval` output"):
         load_run(str(tmp_path / "missing"))
+
+
+def _run_dir(root: Path, label: str, scores: dict[str, float], **metrics) -> Path:
+    """An eval output of the blind-row test's six questions (route and order: mc; dist: numeric)."""
+    from embodied_r_training.eval.evaluate import Prediction
+
+    task = {"m1": "route", "m2": "route", "m3": "order", "m4": "order", "n1": "dist", "n2": "dist"}
+    predictions = [
+        Prediction(id=i, task=task[i], form="numeric" if i.startswith("n") else "mc", solution="1",
+                   completion="x", answer=None, score=s, format=False, length=3)
+        for i, s in scores.items()
+    ]  # fmt: skip
+    out = root / label
+    out.mkdir()
+    (out / "metrics.json").write_text(json.dumps(summarize(predictions, label=label, **metrics)))
+    (out / "predictions.jsonl").write_text("".join(json.dumps(p.__dict__) + "\n" for p in predictions))
+    return out
+
+
+def test_each_system_is_compared_with_the_best_blind_row_of_each_task(tmp_path: Path) -> None:
+    def scores(*values: float) -> dict[str, float]:
+        return dict(zip(("m1", "m2", "m3", "m4", "n1", "n2"), values, strict=True))
+
+    tokens = {"length_unit": "tokens"}
+    runs = [
+        _run_dir(tmp_path, "model", scores(1, 1, 1, 0, 1.0, 0.5), system="reasoner",
+                 lenient={"mc": 0.75, "numeric": 0.6}, **tokens),
+        _run_dir(tmp_path, "chance", scores(0.5, 0.5, 0.25, 0.25, 0.1, 0.6), system="chance", **tokens),
+        _run_dir(tmp_path, "const", scores(1, 0, 1, 1, 0.9, 0.8), system="constant", **tokens),
+        _run_dir(tmp_path, "qo", scores(1, 1, 0, 0, 0, 0), system="reasoner", **tokens),  # blind by label
+    ]  # fmt: skip
+    result = compare([load_run(str(r)) for r in runs], ["chance"], ["qo"])
+    assert result["blind"] == ["chance", "const", "qo"]
+    # route: chance 0.5, const 0.5, qo 1.0; order: const; dist: const 0.85 (chance 0.35), unrounded
+    assert result["best_blind"] == {
+        "dist (numeric)": {"label": "const", "score": pytest.approx(0.85)},
+        "order (mc)": {"label": "const", "score": 1.0},
+        "route (mc)": {"label": "qo", "score": 1.0},
+    }
+    model = result["systems"][0]
+    # per question against its task's best blind row: mc (0 + 0 + 0 - 1) / 4; numeric (0.1 - 0.3) / 2
+    assert model["versus_best_blind"]["mc"]["mean"] == pytest.approx(-0.25)
+    assert model["versus_best_blind"]["numeric"]["mean"] == pytest.approx(-0.1)
+    assert result["systems"][2]["versus_best_blind"]["mc"]["mean"] == pytest.approx(-0.25)  # const on route
+    assert [s["blind"] for s in result["systems"]] == [False, True, True, True]
+    assert result["best_blind_overall"]["numeric"]["mean"] == pytest.approx(0.85)
+    assert model["versus"]["chance"]["mean"] == pytest.approx(0.375)  # the given baselines still work
+
+    table = comparison_markdown(result)
+    assert "| mean length (tokens) | MC vs chance | MC vs best blind | MRA vs best blind |" in table
+    assert "| model | 75.0 [" in table and "| -25.0 [" in table and "| -10.0 [" in table
+    assert "| qo (blind) |" in table and "| chance (blind) |" in table
+    assert "| order (mc) | 50.0 | 25.0 | 100.0 | 0.0 | 100.0 (const) |" in table
+    assert "| dist (numeric) | 75.0 | 35.0 | 85.0 | 0.0 | 85.0 (const) |" in table
+    assert "flatters the blind side" in table and "0.50, 0.55, ..., 0.95" in table
+    # the model writes no tags (format 0 %): its lenient reading as a footnote
+    assert "model read leniently (no <answer> tag needed): 75.0 MC / 60.0 MRA." in table
+
+    without = compare([load_run(str(runs[0])), load_run(str(runs[3]))])  # no blind row at all
+    assert without["blind"] == [] and without["systems"][0]["versus_best_blind"] == {}
+    assert "best blind" not in comparison_markdown(without)
+    mixed = _run_dir(tmp_path, "chars", scores(0, 0, 0, 0, 0, 0), system="oracle", length_unit="characters")
+    table = comparison_markdown(compare([load_run(str(runs[0])), load_run(str(mixed))]))
+    assert "| mean length |" in table and "| 3 tokens |" in table and "| 3 characters |" in table
+    with pytest.raises(ConfigError, match="--blind nobody"):
+        compare([load_run(str(runs[0]))], blind=["nobody"])

@@ -134,6 +134,11 @@ def test_untrained_baseline_refuses_an_adapter_and_runs_without(dataset, tiny_mo
     metrics = _check_outputs(out, _records(dataset / "test.jsonl")[:3])
     assert metrics["system"] == "untrained" and metrics["consistency"] == "off"
     assert metrics["overall"]["consistency_checked"] == 0 and not metrics["models"]["adapter"]
+    from embodied_r_training.eval.lenient import lenient_summary
+
+    completions = [p["completion"] for p in _records(out / "predictions.jsonl")]
+    assert metrics["lenient"] == lenient_summary(_records(dataset / "test.jsonl")[:3], completions)
+    assert metrics["lenient"]["n_mc"] + metrics["lenient"]["n_numeric"] == 3
 
 
 def test_question_only_leaves_the_descriptions_out(dataset, tiny_models_dir, tmp_path) -> None:
@@ -369,3 +374,65 @@ def test_log_history_is_found_in_the_newest_checkpoint(tmp_path) -> None:
     (tmp_path / "bad.json").write_text('{"global_step": 3}')
     with pytest.raises(ConfigError, match="no log_history"):
         load_log_history(tmp_path / "bad.json")
+
+
+def test_constant_program_chooses_on_the_train_split_and_programs_count_tokens_of_a_local_lm(
+    dataset, tiny_models_dir, tmp_path, caplog
+) -> None:
+    records = _records(dataset / "test.jsonl")
+    out = tmp_path / "constant"
+    args = [
+        "eval",
+        str(dataset),
+        "--system",
+        "constant",
+        "--lm",
+        str(tiny_models_dir / "lm"),
+        "--out",
+        str(out),
+    ]
+    assert main([*args, "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    predictions = _records(out / "predictions.jsonl")
+    train = _records(dataset / "train.jsonl")
+    assert metrics["system"] == "constant" and metrics["overall"]["n"] == len(records)
+    for p, record in zip(predictions, records, strict=True):
+        chosen = metrics["constants"][record["task"]][p["form"]]["indoor"]  # synth's default environment
+        assert p["answer"] == chosen["value"] and chosen["statistic"] in p["rule"]
+        if any(r["task"] == record["task"] and bool(r["options"]) == bool(record["options"]) for r in train):
+            assert chosen["chosen_on"] == "train split"
+    assert metrics["length_unit"] == "tokens" and metrics["overall"]["mean_length"] == 0
+    assert "| constant of task | form | environment |" in (out / "metrics.md").read_text()
+
+    oracle = tmp_path / "oracle"
+    base = ["eval", str(dataset), "--system", "oracle", "--no-progress"]
+    assert main([*base, "--lm", str(tiny_models_dir / "lm"), "--out", str(oracle)]) == 0
+    in_tokens = json.loads((oracle / "metrics.json").read_text())
+    assert main([*base, "--out", str(tmp_path / "chars")]) == 0  # the default --lm: no local tokenizer
+    in_characters = json.loads((tmp_path / "chars" / "metrics.json").read_text())
+    assert in_tokens["length_unit"] == "tokens" and in_characters["length_unit"] == "characters"
+    from embodied_r_training.eval.evaluate import EvalConfig, program_lengths
+
+    config = EvalConfig(dataset, tmp_path, lm=model_config(str(tiny_models_dir / "lm")))
+    text = "<think>The lamp is on my right.</think><answer>B</answer>"
+    lengths, unit = program_lengths(config, [text, ""])
+    assert unit == "tokens" and 0 < lengths[0] < len(text) and lengths[1] == 0
+    assert program_lengths(EvalConfig(dataset, tmp_path), [text, ""]) == ([len(text), 0], "characters")
+
+
+def test_a_lenient_reading_needs_no_answer_tags() -> None:
+    from embodied_r_training.eval.lenient import lenient_choice, lenient_number, lenient_summary
+
+    options = ["left", "right", "behind", "ahead"]
+    assert lenient_choice("I think A is wrong; it is C. So the answer is B", options) == "B"  # the last one
+    assert lenient_choice("B, or maybe A chair", options) == "B"  # "A chair" reads as English
+    assert lenient_choice("<think>B</think><answer>D</answer> A", options) == "D"  # the tags first
+    assert lenient_choice("It is E, or F", options) is None  # no such option
+    assert lenient_number("Frame 3 is 2 m away; so about 250 cm") == pytest.approx(2.5)
+    assert lenient_number("<think>4</think><answer>3 m</answer> 9") == 3.0
+    assert lenient_number("no idea") is None
+    records = [_row("route", "B", options), _row("route", "C", options), _row("abs_distance", "2.0", [])]
+    summary = lenient_summary(records, ["so B", "<answer>A</answer>", "about 2 m"])
+    assert summary == {"mc": 0.5, "numeric": 1.0, "n_mc": 2, "n_numeric": 1}
+    predictions = grade_records(records, ["so B", "<answer>A</answer>", "about 2 m"])
+    assert [p.score for p in predictions] == [0.0, 0.0, 0.0]  # the scores still read the tags only

@@ -57,3 +57,15 @@ def test_rows_per_test_set_with_blind_rows_paired_differences_and_missing_runs(
     missing = [(r["test"], r["trained"]) for r in rows if r.get("missing")]
     assert ("indoor", "outdoor (OOD)") in missing and ("outdoor", "indoor (OOD)") in missing
     assert "not kept yet" in ood_table.markdown(rows)
+
+
+def test_the_best_constant_stands_beside_the_other_blind_rows(ood_table, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    _eval(results / "eval" / "chance", {"indoor/q1": ("numeric", 0.1), "outdoor/q1": ("numeric", 0.0)})
+    _eval(results / "eval" / "constant", {"indoor/q1": ("numeric", 0.7), "outdoor/q1": ("numeric", 0.4)})
+    rows = [r for r in ood_table.ood_rows(results) if not r["trained"]]
+    assert [(r["test"], r["system"], r["numeric"]["mean"]) for r in rows] == [
+        ("indoor", "chance", pytest.approx(0.1)), ("indoor", "best constant (blind)", pytest.approx(0.7)),
+        ("outdoor", "chance", 0.0), ("outdoor", "best constant (blind)", pytest.approx(0.4)),
+    ]  # fmt: skip
+    assert "| indoor | best constant (blind) | – |" in ood_table.markdown(rows)

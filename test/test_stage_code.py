@@ -150,7 +150,7 @@ def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
 
 
 @pytest.mark.parametrize(
-    "system", ["reasoner", "question-only", "untrained", "oracle", "options-only", "chance"]
+    "system", ["reasoner", "question-only", "untrained", "oracle", "options-only", "chance", "constant"]
 )
 def test_an_evaluation_runs_the_evaluator_and_its_system_code(
     steps, traces_data: Path, tiny_models_dir: Path, tmp_path: Path, system: str
@@ -160,6 +160,7 @@ def test_an_evaluation_runs_the_evaluator_and_its_system_code(
         "question-only": ["--system", "question-only", "--lm", str(tiny_models_dir / "lm")],
         "untrained": ["--system", "untrained", "--lm", str(tiny_models_dir / "lm")],
         "options-only": ["--system", "options-only", "--calibration", str(traces_data)],
+        "constant": ["--system", "constant", "--lm", str(tiny_models_dir / "lm")],  # counts tokens with it
     }.get(system, ["--system", system])
     command = ["eval", str(traces_data), "--split", "test", "--out", str(tmp_path / "eval")]
     command += ["--device", "cpu", "--max-new-tokens", "8", "--no-progress", "--dtype", "float32", *arguments]

@@ -3,9 +3,10 @@
     python training/experiments/ood_table.py [--results results/reasoner] [--out out/reasoner/tables]
 
 Reads the kept evaluations of ``reasoner.py`` (``eval/ood/{sft,grpo}_TRAIN_on_TEST``, and the main table's
-oracle, options-only and chance, whose ids carry the test environment as a prefix) and writes, per test
-environment, MC accuracy and numeric MRA with 95 % bootstrap intervals, whether the model was trained on
-that environment (ID) or the other (OOD), and GRPO-from-SFT minus SFT paired over the same questions.
+oracle, options-only, chance and best constant, whose ids carry the test environment as a prefix; the
+constant is chosen per environment, chance pools both) and writes, per test environment, MC accuracy and
+numeric MRA with 95 % bootstrap intervals, whether the model was trained on that environment (ID) or the
+other (OOD), and GRPO-from-SFT minus SFT paired over the same questions.
 An evaluation not kept yet is listed as missing. Writes ``OUT/ood_blind.{md,json}``.
 """
 
@@ -21,7 +22,12 @@ from embodied_r_training.eval.stats import bootstrap_ci, paired_difference
 
 REPO = Path(__file__).resolve().parents[2]
 ENVS = ("indoor", "outdoor")
-BLIND = {"oracle": "oracle (reads the prompt)", "options_only": "options only (blind)", "chance": "chance"}
+BLIND = {
+    "oracle": "oracle (reads the prompt)",
+    "options_only": "options only (blind)",
+    "chance": "chance",
+    "constant": "best constant (blind)",
+}
 METHODS = {"sft": "SFT on oracle traces", "grpo": "GRPO from SFT"}
 
 

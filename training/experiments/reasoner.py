@@ -17,10 +17,12 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    * ``grpo_<env>``: GRPO from that merged model (a fresh LoRA; the reference, adapter off, is the SFT
      model), the paper's staged rewards, rotated options, 256-token completions.
    ``main`` trains on all training scenes; ``ood`` on indoor only and on outdoor only.
-3. Evaluation on the held-out scenes (``embodied-r eval``, greedy): ``oracle`` and ``options-only``
-   (programs: the bound and the blind reader), ``chance``, ``untrained`` SmolLM2, ``question-only`` (the
-   GRPO model without the descriptions), ``sft`` and ``grpo``; ``embodied-r compare`` makes the table with
-   95 % bootstrap intervals and paired differences against SFT and options-only.
+3. Evaluation on the held-out scenes (``embodied-r eval``, greedy): ``oracle``, ``options-only`` and
+   ``constant`` (programs: the bound, the blind reader of the options, and the best constant answer per task
+   and environment chosen on the training split), ``chance``, ``untrained`` SmolLM2, ``question-only`` of
+   each trained model (SFT and GRPO without the descriptions), ``sft`` and ``grpo``; ``embodied-r compare``
+   makes the table with 95 % bootstrap intervals and paired differences against SFT, options-only and the
+   best blind row of each task. Program rows count their completions in SmolLM2 tokens, as the models do.
 
 Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood_blind.{md,json}`` (:mod:`ood_table`),
 the GRPO curves, ``OUT/summary.json``; copies the figures to ``--figures`` (docs/figures/reasoner_*.png).
@@ -72,16 +74,21 @@ SEEDS = {
     ("test", "indoor"): 4001,
     ("test", "outdoor"): 4002,
 }
-BLIND_ROWS = ("oracle", "options_only", "chance")  # programs: beside every table, each test set's own
+# Programs: beside every table, each test set's own.
+BLIND_ROWS = ("oracle", "options_only", "chance", "constant")
 LABELS = {
     "oracle": "oracle (reads the prompt)",
     "options_only": "options only (blind)",
     "chance": "chance",
+    "constant": "best constant (blind)",
+    "question_only_sft": "question only (SFT model, no descriptions)",
     "question_only": "question only (GRPO model, no descriptions)",
     "untrained": "untrained SmolLM2",
     "sft": "SFT on oracle traces",
     "grpo": "GRPO from SFT",
 }
+# The rows that never see the descriptions (compare's "vs best blind" reads the best of them per task).
+BLIND = ("options_only", "chance", "constant", "question_only_sft", "question_only")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -284,17 +291,27 @@ def main_systems(
 ) -> dict[str, Callable[[], System]]:
     """The systems of the main table, each made when asked for, in the order they are evaluated: what
     needs no training first, then SFT, then GRPO, so the first rows are ready (and kept) soonest."""
-    options_only = ["--system", "options-only", "--calibration", str(data["train_all"])]
+
+    def program(name: str, calibrated: bool = False) -> System:
+        """A program row: its completions counted in the base model's tokens (--lm), as the models' are;
+        ``calibrated``: its rules or constants chosen on the training split."""
+        arguments = ["--system", name, "--lm", str(args.model)]
+        inputs = {"lm": ids.model(args.model)}
+        if calibrated:
+            arguments += ["--calibration", str(data["train_all"])]
+            inputs["calibration"] = ids.split(data["train_all"], "train")
+        return System(name, arguments, inputs)
+
     return {
-        "oracle": lambda: System("oracle", ["--system", "oracle"], {}),
-        "options_only": lambda: System(
-            "options-only", options_only, {"calibration": ids.split(data["train_all"], "train")}
-        ),  # fmt: skip
-        "chance": lambda: System("chance", ["--system", "chance"], {}),
+        "oracle": lambda: program("oracle"),
+        "options_only": lambda: program("options-only", calibrated=True),
+        "chance": lambda: program("chance"),
+        "constant": lambda: program("constant", calibrated=True),
         "untrained": lambda: System(
             "untrained", ["--system", "untrained", "--lm", str(args.model)], {"lm": ids.model(args.model)}
         ),  # fmt: skip
         "sft": lambda: trained_system(runs, "all", "sft"),
+        "question_only_sft": lambda: trained_system(runs, "all", "sft", "question-only"),
         "grpo": lambda: trained_system(runs, "all", "grpo"),
         "question_only": lambda: trained_system(runs, "all", "grpo", "question-only"),
     }
@@ -376,7 +393,9 @@ def main() -> int:
             for k, make in systems.items()
         }
         result = compare(
-            [load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS], [LABELS["sft"], LABELS["options_only"]]
+            [load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS],
+            [LABELS["sft"], LABELS["options_only"]],
+            [LABELS[k] for k in BLIND],
         )
         files = write_comparison(result, out / "tables" / "main")
         summary["tables"]["main"] = result

@@ -112,6 +112,7 @@ TRAINER_CODE = (
 EVALUATOR_CODE = (
     "embodied_r_training.eval.evaluate",
     "embodied_r_training.eval.stats",
+    "embodied_r_training.eval.lenient",  # model rows' answers read without tags, beside their scores
     "embodied_r_training.rl.rewards",
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
@@ -135,6 +136,7 @@ SYSTEM_CODE = {
         "embodied_r_training.synth.ground_truth",
     ),
     "options-only": ("embodied_r_training.eval.baselines",),
+    "constant": ("embodied_r_training.eval.constant",),
     "chance": (),
 }
 # What writes the SFT examples (the oracle's traces): keyed by the examples themselves (sft_examples).

@@ -19,12 +19,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--baseline", action="append", default=[], help="label to take paired differences against"
     )
+    parser.add_argument(
+        "--blind",
+        action="append",
+        default=[],
+        help="label of a further blind row (never sees the descriptions; chance, options-only, constant and "
+        "question-only runs count as blind anyway)",
+    )
     parser.set_defaults(func=run_compare_command)
 
 
 def run_compare_command(args: argparse.Namespace) -> int:
     """Run ``embodied-r compare``."""
-    result = compare([load_run(spec) for spec in args.runs], args.baseline)
+    result = compare([load_run(spec) for spec in args.runs], args.baseline, args.blind)
     files = write_comparison(result, args.out)
     print(comparison_markdown(result), end="")
     print(f"wrote {', '.join(str(p) for p in files)}")

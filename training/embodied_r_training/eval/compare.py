@@ -7,6 +7,13 @@ With ``--baseline LABEL`` (repeatable) it adds each system's paired difference i
 accuracy against that baseline, resampling the same questions for both (:func:`.stats.paired_difference`),
 and says whether the interval excludes 0.
 
+Blind rows never see the descriptions: the programs ``chance``, ``options-only`` and ``constant``, and
+``question-only`` model rows (found by the system their metrics name), plus any run given with ``--blind
+LABEL``. Per task and form the best blind row is the one with the best score on that task IN THIS TABLE
+(chosen on the very questions it is scored on: it flatters the blind side), and each system gets its paired
+difference per form against that composite reader, each question scored by its task's best blind row.
+Every difference is taken from the per-question scores, never from rounded figures.
+
 Writes ``comparison.md``, ``comparison.json`` and ``comparison.png`` (accuracy bars with their intervals).
 Runs on different records are refused: a comparison is only meaningful on the same questions.
 """
@@ -23,6 +30,16 @@ from embodied_r_ros.config import ConfigError
 from .stats import Interval, bootstrap_ci, paired_difference
 
 MC, NUMERIC = "mc", "numeric"
+# The eval systems that never see the key-frame descriptions (embodied-r eval --system).
+BLIND_SYSTEMS = ("chance", "options-only", "constant", "question-only")
+# A row whose answers are mostly untagged (format rate below this) gets its lenient reading as a footnote.
+LENIENT_BELOW = 0.5
+# What the code scores numeric answers by (embodied_r_ros.reasoning.answers.mean_relative_accuracy).
+MRA_DEFINITION = (
+    "MRA (VSI-Bench's mean relative accuracy): the mean over the thresholds θ in {0.50, 0.55, ..., 0.95} of "
+    "1[|ŷ − y| / |y| ≤ 1 − θ] (inclusive, with a 1e-9 slack so an error of exactly 10 % is within 10 %; "
+    "y = 0 scores 1 only for ŷ = 0; an unreadable answer scores 0)."
+)
 
 
 @dataclass
@@ -36,6 +53,22 @@ class Run:
 
     def scores(self, ids: list[str]) -> list[float]:
         return [float(self.predictions[i]["score"]) for i in ids]
+
+    def task_scores(self, ids: list[str]) -> dict[str, float]:
+        """The mean score per task and form ("abs_distance (numeric)") over ``ids``, unrounded."""
+        groups: dict[str, list[float]] = {}
+        for i in ids:
+            groups.setdefault(_task_key(self.predictions[i]), []).append(float(self.predictions[i]["score"]))
+        return {task: sum(values) / len(values) for task, values in groups.items()}
+
+    @property
+    def blind(self) -> bool:
+        """Whether the run's system never sees the descriptions (:data:`BLIND_SYSTEMS`)."""
+        return self.metrics.get("system") in BLIND_SYSTEMS
+
+
+def _task_key(prediction: dict[str, Any]) -> str:
+    return f"{prediction['task']} ({prediction['form']})"
 
 
 def load_run(spec: str) -> Run:
@@ -70,16 +103,48 @@ def _interval(interval: Interval | None) -> dict[str, float] | None:
     return None if interval is None else interval.as_dict()
 
 
-def compare(runs: list[Run], baselines: list[str] = ()) -> dict[str, Any]:
-    """The comparison of ``runs`` (same records) as a JSON-able dict; see the module docstring."""
+def _significant(difference: Interval | None) -> dict[str, Any]:
+    return {
+        **(_interval(difference) or {}),
+        "significant": bool(difference is not None and difference.excludes(0.0)),
+    }
+
+
+def best_blind(blind: list[Run], ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per task and form, the blind run with the best mean score over ``ids`` (the first given on ties):
+    ``{"label", "score"}``, the score unrounded."""
+    best: dict[str, dict[str, Any]] = {}
+    for run in blind:
+        for task, score in run.task_scores(ids).items():
+            if task not in best or score > best[task]["score"]:
+                best[task] = {"label": run.label, "score": score}
+    return dict(sorted(best.items()))
+
+
+def best_blind_scores(runs: list[Run], best: dict[str, dict[str, Any]], ids: list[str]) -> list[float]:
+    """Per question of ``ids``, the score of its task's best blind run (:func:`best_blind`)."""
+    by_label = {r.label: r for r in runs}
+    return [float(by_label[best[_task_key(p)]["label"]].predictions[i]["score"])
+            for i, p in ((i, runs[0].predictions[i]) for i in ids)]  # fmt: skip
+
+
+def compare(runs: list[Run], baselines: list[str] = (), blind: list[str] = ()) -> dict[str, Any]:
+    """The comparison of ``runs`` (same records) as a JSON-able dict; see the module docstring. ``blind``:
+    labels of further runs that never see the descriptions (beside those :attr:`Run.blind` finds)."""
     if not runs:
         raise ConfigError("nothing to compare: give at least one eval output directory")
     labels = [r.label for r in runs]
-    unknown = [b for b in baselines if b not in labels]
-    if unknown:
-        raise ConfigError(f"--baseline {', '.join(unknown)} is none of the runs' labels: {', '.join(labels)}")
+    for flag, given in (("--baseline", baselines), ("--blind", blind)):
+        unknown = [b for b in given if b not in labels]
+        if unknown:
+            raise ConfigError(f"{flag} {', '.join(unknown)} is none of the runs' labels: {', '.join(labels)}")
     mc_ids, numeric_ids = _ids(runs, MC), _ids(runs, NUMERIC)
     by_label = {r.label: r for r in runs}
+    blind_runs = [r for r in runs if r.blind or r.label in blind]
+    best = best_blind(blind_runs, mc_ids + numeric_ids)
+    forms = ((MC, mc_ids), (NUMERIC, numeric_ids))
+    composite = {form: best_blind_scores(runs, best, ids) for form, ids in forms} if blind_runs else {}
+    blind_labels = {r.label for r in blind_runs}
     systems = []
     for run in runs:
         overall = run.metrics["overall"]
@@ -93,22 +158,35 @@ def compare(runs: list[Run], baselines: list[str] = ()) -> dict[str, Any]:
             "format_rate": overall.get("format_rate"),
             "consistency_rate": overall.get("consistency_rate"),
             "mean_length": overall.get("mean_length"),
+            "length_unit": run.metrics.get("length_unit", "characters"),
+            "blind": run.label in blind_labels,
+            "lenient": run.metrics.get("lenient"),
             "tasks": {
                 f"{task} ({form})": group["score"]
                 for task, forms in run.metrics["tasks"].items()
                 for form, group in forms.items()
             },
             "versus": {},
+            "versus_best_blind": {
+                form: _significant(paired_difference(run.scores(ids), composite[form])) for form, ids in forms
+            }
+            if blind_runs
+            else {},
         }
         for baseline in baselines:
             if baseline != run.label:
                 difference = paired_difference(run.scores(mc_ids), by_label[baseline].scores(mc_ids))
-                row["versus"][baseline] = {
-                    **(_interval(difference) or {}),
-                    "significant": bool(difference is not None and difference.excludes(0.0)),
-                }
+                row["versus"][baseline] = _significant(difference)
         systems.append(row)
-    return {"records": {"mc": len(mc_ids), "numeric": len(numeric_ids)}, "systems": systems}
+    return {
+        "records": {"mc": len(mc_ids), "numeric": len(numeric_ids)},
+        "blind": [r.label for r in blind_runs],
+        "best_blind": best,
+        "best_blind_overall": {form: _interval(bootstrap_ci(scores)) for form, scores in composite.items()}
+        if blind_runs
+        else {},
+        "systems": systems,
+    }
 
 
 def _pct(value: float | None) -> str:
@@ -122,41 +200,85 @@ def percent_with_ci(interval: dict[str, float] | None) -> str:
     return f"{_pct(interval['mean'])} [{_pct(interval['low'])}, {_pct(interval['high'])}]"
 
 
+def _length(s: dict[str, Any], unit: str | None) -> str:
+    if s["mean_length"] is None:
+        return "–"
+    return f"{s['mean_length']:.0f}" + ("" if unit else f" {s['length_unit']}")
+
+
+def _difference(d: dict[str, Any] | None) -> str:
+    return "–" if not d or "mean" not in d else f"{percent_with_ci(d)}{' *' if d['significant'] else ''}"
+
+
 def comparison_markdown(result: dict[str, Any]) -> str:
     """The comparison as markdown tables: overall (with intervals and paired differences), then per task."""
     systems = result["systems"]
     baselines = sorted({b for s in systems for b in s["versus"]})
+    blind = bool(result.get("blind"))
     # Added by callers that also read answers outside the tags (e.g. the SmolLM2 experiment).
     lenient = any(s.get("mc_accuracy_lenient") for s in systems)
+    units = {s.get("length_unit", "characters") for s in systems}
+    unit = units.pop() if len(units) == 1 else None  # one unit: in the header; several: in each cell
     records = result["records"]
+    versus_blind = ["MC vs best blind", "MRA vs best blind"] if blind else []
     lines = [
         f"Held-out records: {records['mc']} multiple choice, {records['numeric']} numeric. Scores in %, "
-        "[95 % bootstrap interval]; differences are paired (same questions).",
+        "[95 % bootstrap interval]; differences are paired (same questions), from unrounded scores.",
         "",
-        "| system | MC accuracy | numeric MRA | format | consistency | mean length | "
+        "| system | MC accuracy | numeric MRA | format | consistency | "
+        + (f"mean length ({unit}) | " if unit else "mean length | ")
         + "".join(f"MC vs {b} | " for b in baselines)
+        + "".join(f"{c} | " for c in versus_blind)
         + ("MC accuracy, untagged answers read whole |" if lenient else ""),
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(baselines) + lenient),
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(baselines) + len(versus_blind) + lenient),
     ]
     for s in systems:
-        versus = ""
-        for b in baselines:
-            d = s["versus"].get(b)
-            versus += "– | " if d is None else f"{percent_with_ci(d)}{' *' if d['significant'] else ''} | "
-        length = "–" if s["mean_length"] is None else f"{s['mean_length']:.0f}"
+        versus = "".join(f"{_difference(s['versus'].get(b))} | " for b in baselines)
+        if blind:
+            versus += "".join(f"{_difference(s['versus_best_blind'].get(f))} | " for f in (MC, NUMERIC))
         extra = f"{percent_with_ci(s.get('mc_accuracy_lenient'))} |" if lenient else ""
+        label = f"{s['label']} (blind)" if s.get("blind") and "blind" not in s["label"] else s["label"]
         lines.append(
-            f"| {s['label']} | {percent_with_ci(s['mc_accuracy'])} | {percent_with_ci(s['numeric_mra'])} | "
-            f"{_pct(s['format_rate'])} | {_pct(s['consistency_rate'])} | {length} | {versus}{extra}"
+            f"| {label} | {percent_with_ci(s['mc_accuracy'])} | {percent_with_ci(s['numeric_mra'])} | "
+            f"{_pct(s['format_rate'])} | {_pct(s['consistency_rate'])} | {_length(s, unit)} | {versus}{extra}"
         )
-    if baselines:
-        lines += ["", "`*`: the interval of the difference excludes 0."]
+    lines.append("")
+    if baselines or blind:
+        lines.append("`*`: the interval of the difference excludes 0.")
+    if blind:
+        overall = result.get("best_blind_overall", {})
+        lines.append(
+            f'Blind rows (never see the descriptions): {", ".join(result["blind"])}. "vs best blind": each '
+            "question scored against the blind row with the best score on its task in this table (per task "
+            "below), chosen on these same questions, which flatters the blind side; that composite scores "
+            f"{percent_with_ci(overall.get(MC))} MC accuracy and {percent_with_ci(overall.get(NUMERIC))} MRA."
+        )
+    lines.append(MRA_DEFINITION)
+    lines.append(
+        f"Mean length: of the completions, in {unit}." if unit else
+        "Mean length: of the completions, in each row's unit (tokens of its LM, or characters)."
+    )  # fmt: skip
+    for s in systems:
+        read = s.get("lenient")
+        if read and s["format_rate"] is not None and s["format_rate"] < LENIENT_BELOW:
+            lines.append(
+                f"{s['label']} read leniently (no <answer> tag needed): {_pct(read.get('mc'))} MC / "
+                f"{_pct(read.get('numeric'))} MRA."
+            )
     tasks = sorted({t for s in systems for t in s["tasks"]})
-    lines += ["", "| task | " + " | ".join(s["label"] for s in systems) + " |"]
-    lines.append("|---|" + "---:|" * len(systems))
+    best = result.get("best_blind", {})
+    lines += [
+        "",
+        "| task | " + " | ".join(s["label"] for s in systems) + (" | best blind (row) |" if blind else " |"),
+    ]
+    lines.append("|---|" + "---:|" * len(systems) + ("---|" if blind else ""))
     for task in tasks:
-        lines.append(f"| {task} | " + " | ".join(_pct(s["tasks"].get(task)) for s in systems) + " |")
-    return "\n".join(lines) + "\n"
+        row = f"| {task} | " + " | ".join(_pct(s["tasks"].get(task)) for s in systems) + " |"
+        if blind:
+            b = best.get(task)
+            row += f" {_pct(b['score'])} ({b['label']}) |" if b else " – |"
+        lines.append(row)
+    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def plot_comparison(result: dict[str, Any], path: Path) -> Path:

@@ -18,19 +18,27 @@ Systems (``--system``):
   accuracy; VSI-Bench's blind rows ask that a model beat it.
 * ``chance``: no model. Multiple choice scores its expected accuracy under a uniform guess (1/k for k
   options); numeric answers score the MRA of the split's mean answer of the same task (VSI-Bench's
-  "chance (frequency)" baseline: it knows the answer distribution, so it is a generous floor).
+  "chance (frequency)" baseline: it knows the answer distribution, so it is a generous floor; it pools
+  environments, whose scales differ tenfold).
+* ``constant``: no model: the best constant answer per task and environment, chosen on the training split
+  (:mod:`.constant`; numeric: the mean, median or mode of the training solutions, whichever scores best
+  there; multiple choice: the most frequent letter). A blind reader stronger than ``chance`` on numbers.
 
 Scoring uses :mod:`.rewards` (the training rewards): multiple choice by the letter in the answer part,
 numeric by mean relative accuracy (MRA), the format condition, and the consistency check (a reference
 model reads only the question, options and reasoning of each correct answer; default: the base LM).
-Every score comes with its 95 % percentile-bootstrap interval over records (:mod:`.stats`).
+Every score comes with its 95 % percentile-bootstrap interval over records (:mod:`.stats`). Model rows also
+report their answers read leniently (:mod:`.lenient`: no answer tags needed), beside the scores.
 
 Output directory::
 
     metrics.json       per task and form (mc: accuracy, numeric: MRA), overall, format and consistency
-                       rates, mean completion length (tokens with a transformers backend, else characters)
+                       rates, mean completion length (``length_unit``: tokens with a transformers backend,
+                       and for programs when --lm is a local model folder with a tokenizer; else
+                       characters); model rows: ``lenient``; constant: the ``constants`` chosen
     metrics.md         the same as a markdown table
-    predictions.jsonl  id, task, form, solution, completion, answer, score, format, consistency, length
+    predictions.jsonl  id, task, form, solution, completion, answer, score, format, consistency, length,
+                       rule (what a program answered by, e.g. the constant's statistic)
     per_task.png       bars per task (plots.py); rewards.png / length.png with ``--train-log``
 """
 
@@ -63,13 +71,14 @@ from ..rl.rewards import (
     consistency_eligible,
     grade_batch,
 )
+from .lenient import lenient_summary
 from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("reasoner", "untrained", "question-only", "vlm", "chance", "oracle", "options-only")
+SYSTEMS = ("reasoner", "untrained", "question-only", "vlm", "chance", "oracle", "options-only", "constant")
 # The systems that are programs, not models: no generation, no consistency check.
-PROGRAMS = ("chance", "oracle", "options-only")
+PROGRAMS = ("chance", "oracle", "options-only", "constant")
 WITH_ADAPTER = ("reasoner", "question-only")  # the systems that run --lm with its --adapter
 DEFAULT_LM = "Qwen/Qwen2.5-3B-Instruct"
 MC, NUMERIC = "mc", "numeric"
@@ -82,6 +91,7 @@ _COLUMNS = {
     "chance": GRADING,
     "oracle": (*GRADING, *PROMPT),
     "options-only": GRADING,
+    "constant": (*GRADING, "unit"),
 }
 
 # The VLM-alone prompt (paper ablation "VLM with the same key frames"). The system turn is the reasoning
@@ -154,8 +164,8 @@ class EvalConfig:
     train_log: Path | None = param(None, "trainer_state.json or its directory", flag="--train-log")
     calibration: Path | None = param(
         None,
-        "--system options-only: the data set whose train split chooses the blind reader's rules (default: "
-        "this data set's train split, if it has one)",
+        "--system options-only, constant: the data set whose train split chooses the blind reader's rules "
+        "or constants (default: this data set's train split, if it has one)",
         flag="--calibration",
     )
     seed: int = param(0, "seed of the sampling (temperature > 0, the reference's)", flag="--seed")
@@ -224,6 +234,7 @@ class Prediction:
     length: int
     consistency: float | None = None
     checkable: bool = False  # correct enough for the consistency check
+    rule: str = ""  # a program's: what it answered by (the constant's statistic)
 
 
 def grade_records(
@@ -315,25 +326,78 @@ def options_only_predictions(
     return [replace(c, score=expected[i]) if expected[i] is not None else c for i, c in enumerate(chance)]
 
 
-def program_predictions(config: EvalConfig, records: Sequence[dict[str, Any]]) -> list[Prediction]:
-    """The predictions of a system that is a program (:data:`PROGRAMS`), not a model."""
+def constant_predictions(
+    records: Sequence[dict[str, Any]], calibration: Sequence[dict[str, Any]] | None
+) -> tuple[list[Prediction], dict[str, Any]]:
+    """The ``constant`` system: per record the best constant answer of its task and environment
+    (:func:`.constant.constant_answers`, chosen on ``calibration``, the training split), its statistic in
+    ``rule``; and the constants it used by task, form and environment (metrics.json's ``constants``)."""
+    from .constant import constant_answers, constants_used
+
+    answers = constant_answers(records, calibration)
+    predictions = [
+        Prediction(
+            id=str(r["id"]), task=str(r["task"]), form=a.constant.form, solution=str(r["solution"]),
+            completion="", answer=a.constant.value, score=a.score, format=False, length=0,
+            rule=a.constant.describe(),
+        )
+        for r, a in zip(records, answers, strict=True)
+    ]  # fmt: skip
+    return predictions, {"constants": constants_used(answers)}
+
+
+def _calibration(config: EvalConfig) -> list[dict[str, Any]] | None:
+    """The training records a blind program chooses its rules on: ``--calibration``'s train split, else
+    this data set's (None, with a warning, when it has none: the scored split is then used, flattering)."""
+    source = config.calibration or config.dataset
+    if config.calibration is None and config.split == "train":
+        return None
+    try:
+        columns = _COLUMNS[config.system]
+        return read_split(source, "train", columns, f"--system {config.system}").to_list() or None
+    except ConfigError:
+        if config.calibration is not None:
+            raise
+        logger.warning(
+            "%s: %s has no train split to choose on: chosen on the scored %s split (flattering; give "
+            "--calibration)", config.system, source, config.split,
+        )  # fmt: skip
+        return None
+
+
+def program_predictions(
+    config: EvalConfig, records: Sequence[dict[str, Any]]
+) -> tuple[list[Prediction], dict[str, Any]]:
+    """The predictions of a system that is a program (:data:`PROGRAMS`), not a model, with what the
+    metrics should say about how it answered (the constants chosen)."""
     if config.system == "oracle":
-        return oracle_predictions(records)
+        return oracle_predictions(records), {}
     if config.system == "options-only":
-        calibration = None
-        source = config.calibration or config.dataset
-        if config.calibration is not None or config.split != "train":
-            try:
-                calibration = read_split(source, "train", GRADING, "--system options-only").to_list()
-            except ConfigError:
-                if config.calibration is not None:
-                    raise
-                logger.warning(
-                    "options-only: %s has no train split to choose the rules on: chosen on the scored %s "
-                    "split (flattering; give --calibration)", source, config.split,
-                )  # fmt: skip
-        return options_only_predictions(records, calibration or None)
-    return chance_predictions(records)
+        return options_only_predictions(records, _calibration(config)), {}
+    if config.system == "constant":
+        return constant_predictions(records, _calibration(config))
+    return chance_predictions(records), {}
+
+
+def _tokenizer_dir(config: EvalConfig) -> Path | None:
+    """``--lm`` when it is a local model folder with a tokenizer (program rows count tokens with it)."""
+    path = Path(config.lm.model).expanduser()
+    has_tokenizer = any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json"))
+    return path if path.is_dir() and has_tokenizer else None
+
+
+def program_lengths(config: EvalConfig, completions: Sequence[str]) -> tuple[list[int], str]:
+    """A program's completion lengths and their unit: tokens of ``--lm``'s tokenizer when it is a local
+    folder (so they compare with the model rows'), else characters."""
+    where = _tokenizer_dir(config)
+    if where is None:
+        return [len(c) for c in completions], "characters"
+    if not any(completions):
+        return [0] * len(completions), "tokens"
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(where)
+    return [len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in completions], "tokens"
 
 
 def _answer(graded: Graded) -> str | float | None:
@@ -457,6 +521,28 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
         f"{_cell(overall['mc_accuracy'])} (95 % CI {_ci_cell(overall.get('mc_accuracy_ci'))}); numeric MRA "
         f"{_cell(overall['numeric_mra'])} (95 % CI {_ci_cell(overall.get('numeric_mra_ci'))})."
     )
+    lenient = metrics.get("lenient")
+    if lenient:
+        lines.append("")
+        lines.append(
+            "Read leniently (no <answer> tag needed: without one, the last option letter or number of the "
+            f"completion): multiple-choice accuracy {_cell(lenient['mc'])}, numeric MRA "
+            f"{_cell(lenient['numeric'])}."
+        )
+    if metrics.get("constants"):
+        lines += [
+            "",
+            "| constant of task | form | environment | statistic | value | chosen on (n) | score there |",
+            "|---|---|---|---|---:|---|---:|",
+        ]
+        for task, forms in metrics["constants"].items():
+            for form, environments in forms.items():
+                for environment, c in environments.items():
+                    value = c["value"] if isinstance(c["value"], str) else f"{c['value']:.4g}"
+                    lines.append(
+                        f"| {task} | {form} | {environment} | {c['statistic']} | {value} | "
+                        f"{c['chosen_on']} ({c['n']}) | {_cell(c['score'])} |"
+                    )
     skipped = metrics.get("skipped") or []
     if skipped:
         lines.append("")
@@ -601,8 +687,13 @@ def run_eval(config: EvalConfig) -> EvalResult:
     records = records[: config.limit] if config.limit else records
     skipped: list[Skipped] = []
     if config.system in PROGRAMS:
-        predictions = program_predictions(config, records)
-        metrics = summarize(predictions, **_info(config, "tokens", "", skipped, perception_of(records)))
+        predictions, how = program_predictions(config, records)
+        lengths, length_unit = program_lengths(config, [p.completion for p in predictions])
+        for prediction, length in zip(predictions, lengths, strict=True):
+            prediction.length = length
+        info = _info(config, length_unit, "", skipped, perception_of(records))
+        info["length_tokenizer"] = config.lm.model if length_unit == "tokens" else ""
+        metrics = summarize(predictions, **info, **how)
         result = EvalResult(metrics, predictions, skipped)
         result.files = write_outputs(config, result)
         return result
@@ -640,7 +731,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
         for model in open_backends:
             model.close()
     info = _info(config, length_unit, reference_label, skipped, perception_of(records))
-    metrics = summarize(predictions, **info)
+    metrics = summarize(predictions, **info, lenient=lenient_summary(done, completions))
     result = EvalResult(metrics, predictions, skipped)
     result.files = write_outputs(config, result)
     return result
@@ -689,6 +780,7 @@ def _info(
         "chance": "chance (uniform guess; numeric: the split's mean answer per task)",
         "oracle": "oracle (a program reading only the prompt: what the prompt allows)",
         "options-only": "options only (blind: a program reading only the option texts; numeric as chance)",
+        "constant": "best constant (blind): one answer per task and environment, chosen on the train split",
     }
     return {
         "system": config.system,
