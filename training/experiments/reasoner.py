@@ -337,7 +337,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=REPO / ".cache" / "models" / "smollm2",
                         help="the base LM directory (SmolLM2, built with `make smollm2`)")  # fmt: skip
     parser.add_argument(
-        "--parts", default="main,ood", help="main (all scenes), ood (indoor vs outdoor), data"
+        "--parts",
+        default="main,ood",
+        help="main (all scenes), ood (indoor vs outdoor), data, models (train the main runs first: SFT, then "
+        "GRPO, before any evaluation)",
     )
     parser.add_argument("--train-scenes", type=int, default=64, help="training scenes per environment")
     parser.add_argument("--train-questions-per-task", type=int, default=4,
@@ -368,8 +371,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"main", "ood", "data"}:
-        raise SystemExit(f"--parts takes main, ood or data, got {args.parts!r}")
+    if not parts <= {"main", "ood", "data", "models"}:
+        raise SystemExit(f"--parts takes main, ood, data or models, got {args.parts!r}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     config = load_train_config(args.config)
@@ -386,6 +389,9 @@ def main() -> int:
     kept, ids, flags = KeptResults(root, out, REPO), Identities(out), eval_flags(args)
     runs = Runs(out, args, data, stages, kept, ids)
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
+    if "models" in parts:  # the long runs first, each kept as soon as it is done
+        for method in ("sft", "grpo"):
+            runs.adapter("all", method) if runs.is_adapter("all", method) else runs.full_model("all", method)
     if "main" in parts:
         systems = main_systems(args, runs, ids, data)
         evals = {

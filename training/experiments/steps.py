@@ -98,6 +98,7 @@ SFT_CODE = (
 TRAINER_CODE = (
     *SFT_CODE,
     "embodied_r_training.rl.staged_reward",
+    "embodied_r_training.rl.restatements",
     "embodied_r_training.rl.curriculum",
     "embodied_r_training.rl.option_rotation",
     "embodied_r_ros.reasoning.prompts",
@@ -114,6 +115,7 @@ EVALUATOR_CODE = (
     "embodied_r_training.eval.stats",
     "embodied_r_training.eval.lenient",  # model rows' answers read without tags, beside their scores
     "embodied_r_training.rl.rewards",
+    "embodied_r_training.rl.restatements",
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
