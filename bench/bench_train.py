@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from embodied_r_training.rl.train import build_trainer, run_warm_start
+from embodied_r_training.rl.sft import run_warm_start
+from embodied_r_training.rl.train import build_trainer
 from embodied_r_training.rl.train_config import build_train_config
 from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 from transformers import TrainerCallback

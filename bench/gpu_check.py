@@ -815,7 +815,7 @@ def run_grpo(profile: Profile, ctx: RunContext, reference: bool, length: int, st
         "dtype": str(dtype).replace("torch.", ""),
         "prompt_tokens": len(prompt_ids),
         # The trainer's own loader: it reads through data.schema, which needs no rosbags (absent there).
-        "data_loader": "embodied_r_training.rl.train.load_split",
+        "data_loader": "embodied_r_training.rl.loading.load_split",
         "completion_tokens_forced": length,
         "completion_mean_length_logged": logged("completions/mean_length"),
         "loss_logged": logged("loss"),

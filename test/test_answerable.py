@@ -228,7 +228,8 @@ def test_oracle_traces_teach_reasoning_that_ends_in_the_right_answer(prepared: d
 def test_sft_on_oracle_traces_trains_a_lora_adapter_and_resumes(
     prepared: dict[str, Path], tiny_models_dir: Path, tmp_path: Path
 ) -> None:
-    from embodied_r_training.rl.train import NODE_PARAMS, train
+    from embodied_r_training.rl.outputs import NODE_PARAMS
+    from embodied_r_training.rl.train import train
     from embodied_r_training.rl.train_config import build_train_config
 
     config = {

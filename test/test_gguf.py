@@ -209,7 +209,7 @@ def test_a_directory_in_the_way_is_left_alone(tiny_gguf: Path, tmp_path: Path):
 
 
 def test_training_takes_a_gguf_policy(tiny_gguf: Path, gguf_cache):
-    from embodied_r_training.rl.train import resolve_policy
+    from embodied_r_training.rl.loading import resolve_policy
 
     path = resolve_policy(str(tiny_gguf))
     assert path.parent == gguf_cache and (path / "config.json").is_file()

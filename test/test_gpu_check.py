@@ -114,7 +114,7 @@ def test_grpo_steps_with_and_without_the_reference(tiny_run: tuple[dict, str, st
         assert run["reference_calls"] == calls  # one batched reference call per step
         assert number(run["peak_gib"]) and run["prompt_tokens"] > 100
         # rosbags was blocked, as on the GPU machine: the trainer's own loader must not need it
-        assert run["data_loader"] == "embodied_r_training.rl.train.load_split"
+        assert run["data_loader"] == "embodied_r_training.rl.loading.load_split"
     assert max(grpo["with_reference"]["grad_norm_logged"]) > 0  # LoRA weights get gradients
     longest = results["sections"]["grpo_max_length"]["run"]
     assert longest["status"] == "ok" and longest["completion_mean_length_logged"] == [16]

@@ -129,13 +129,14 @@ def test_the_check_sees_the_code_a_stage_runs(steps) -> None:
 def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
     steps, traces_data: Path, tiny_models_dir: Path, tmp_path: Path
 ) -> None:
+    from embodied_r_training.rl.sft import train_sft
     from embodied_r_training.rl.train import train
     from embodied_r_training.rl.train_config import load_train_config
 
     common = [f"data.path={traces_data}", f"model={tiny_models_dir / 'lm'}"]
     short = ["warm_start.steps=1", "warm_start.batch_size=2", "warm_start.save_steps=0"]
     sft = load_train_config(CONFIG, [*common, f"output_dir={tmp_path / 'sft'}", "method=sft", *short])
-    executed = executed_modules(lambda: train(sft))
+    executed = executed_modules(lambda: train_sft(sft))
     assert "embodied_r_training.rl.warm_start" in executed
     assert run_outside(executed, steps.SFT_CODE + steps.SFT_EXAMPLE_CODE, steps.PLUMBING) == []
 

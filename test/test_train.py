@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from embodied_r_training.rl.outputs import NODE_PARAMS
 from embodied_r_training.rl.rewards import completion_text, register_reward, unregister_reward
 from embodied_r_training.rl.schedule import RewardSchedule
+from embodied_r_training.rl.sft import run_warm_start
 from embodied_r_training.rl.staged_reward import StagedReward
 from embodied_r_training.rl.train import (
-    NODE_PARAMS,
     PolicyReference,
     build_trainer,
     grpo_arguments,
     latest_checkpoint,
-    run_warm_start,
     train,
 )
 from embodied_r_training.rl.train_config import (

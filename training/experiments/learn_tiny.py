@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 from embodied_r_training.eval.plots import plot_training_curves
-from embodied_r_training.rl.train import run_warm_start, train
+from embodied_r_training.rl.sft import run_warm_start
+from embodied_r_training.rl.train import train
 from embodied_r_training.rl.train_config import TrainConfig, build_train_config
 from embodied_r_training.synth.synthetic_dataset import build_synthetic_dataset
 

@@ -211,7 +211,7 @@ class Runs:
     def full_model(self, env: str, method: str) -> Path:
         """The fully fine-tuned model of run ``METHOD_ENV`` (``OUT/runs/METHOD_ENV/final``), trained when it
         is not there (or another key made it); its key is kept as a record (the weights are not)."""
-        from embodied_r_training.rl.train import NODE_PARAMS
+        from embodied_r_training.rl.outputs import NODE_PARAMS
 
         name, key = f"{method}_{env}", self.key(env, method)
         final = self.out / "runs" / name / "final"
@@ -228,14 +228,17 @@ class Runs:
     def train(self, env: str, method: str) -> None:
         """Train run ``METHOD_ENV`` into ``OUT/runs/METHOD_ENV`` (resumed from its checkpoints when this key
         left them; what another key left is set aside first)."""
-        from embodied_r_training.rl.train import NODE_PARAMS, train
+        from embodied_r_training.rl.outputs import NODE_PARAMS
+        from embodied_r_training.rl.sft import train_sft
+        from embodied_r_training.rl.train import train
 
         name, run_dir = f"{method}_{env}", self.out / "runs" / f"{method}_{env}"
         self.kept.claim(run_dir, self.key(env, method))
         if method == "grpo":
             self.start(env, weights=True)
         config = self.config(env, method)
-        self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train(config, resume=True))
+        run = train_sft if method == "sft" else lambda c: train(c, resume=True)  # SFT resumes by itself
+        self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: run(config))
 
     def merged_dir(self, env: str) -> Path:
         return self.out / "runs" / f"sft_{env}" / "merged"

@@ -84,19 +84,25 @@ KEPT_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 # SFT (``method: sft``, on what sft_examples holds): the supervised trainer and what it reads the rows with.
 SFT_CODE = (
-    "embodied_r_ros.backends.base",
-    "embodied_r_training.rl.train",
+    "embodied_r_training.rl.sft",
+    "embodied_r_training.rl.loading",
+    "embodied_r_training.rl.outputs",
     "embodied_r_training.rl.train_config",
     "embodied_r_training.rl.warm_start",
-    "embodied_r_training.rl.rewards",
-    "embodied_r_training.rl.schedule",
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
 )
+# What SFT reads of its resolved config: the rest (GRPO's settings, rewards, reference) cannot change it.
+SFT_CONFIG = ("method", "seed", "warm_start", "data.train_split", "data.max_prompt_tokens", "data.limit",
+              "grpo.use_cpu", "grpo.bf16")  # fmt: skip
 # GRPO: the trainer, its rewards and their schedule, the rollouts' generation, and the merge of the adapter
 # it starts from (experiments start GRPO from the SFT adapter merged into the base model).
 TRAINER_CODE = (
     *SFT_CODE,
+    "embodied_r_ros.backends.base",
+    "embodied_r_training.rl.train",
+    "embodied_r_training.rl.rewards",
+    "embodied_r_training.rl.schedule",
     "embodied_r_training.rl.staged_reward",
     "embodied_r_training.rl.restatements",
     "embodied_r_training.rl.curriculum",
@@ -234,11 +240,21 @@ class Identities:
             {"settings": settings, "weights": file_identity(adapter / KEPT_ADAPTER_FILES[1])}
         )
 
-    def config(self, config: Any) -> str:
-        """A resolved training config, without what enters by content (model, data, output folder)."""
+    def config(self, config: Any, only: tuple[str, ...] = ()) -> str:
+        """A resolved training config, without what enters by content (model, data, output folder); with
+        ``only``, just those keys ("section" or "section.key")."""
         values = dataclasses.asdict(config)
         values.update(model="", output_dir="", source="")  # source: the file it was read from
         values["data"]["path"] = ""
+        if only:
+            picked: dict[str, Any] = {}
+            for name in only:
+                section, _, key = name.partition(".")
+                if key:
+                    picked.setdefault(section, {})[key] = values[section].get(key)
+                else:
+                    picked[section] = values[section]
+            values = picked
         return value_identity(values, self.places)
 
 
@@ -259,8 +275,10 @@ def train_key(
     """The key of one training run: ``config`` (resolved) on the training split of ``data`` from the base
     ``model``, starting from what an earlier run made (GRPO after SFT) when given: a LoRA adapter merged into
     the base (its folder), or a fully fine-tuned model by its identity (:func:`recipe_identity`)."""
-    key = stage_code(SFT_CODE if config.method == "sft" else TRAINER_CODE).with_inputs(
-        config=ids.config(config),
+    sft = config.method == "sft"
+    read = (*SFT_CONFIG, *(("lora",) if config.warm_start.lora else ())) if sft else ()
+    key = stage_code(SFT_CODE if sft else TRAINER_CODE).with_inputs(
+        config=ids.config(config, read),
         data=ids.split(data, config.data.train_split),
         model=ids.model(model),
         libraries=libraries_identity(),
@@ -360,7 +378,7 @@ def grpo_log(out: Path, name: str, kept: KeptResults, key: StageKey) -> list[dic
     """GRPO run ``name``'s log history (``key``: the run's): kept (``log_history.json``), or read from its
     checkpoints in ``OUT/runs/NAME`` once the run has finished (then kept); [] when neither is there."""
     from embodied_r_training.eval.plots import load_log_history
-    from embodied_r_training.rl.train import NODE_PARAMS
+    from embodied_r_training.rl.outputs import NODE_PARAMS
 
     run_dir = out / "runs" / name
     log = run_dir / "log_history.json"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from embodied_r_ros.config import ConfigError
 
-from ..rl.train import NODE_PARAMS, train
+from ..rl.outputs import NODE_PARAMS
+from ..rl.train import train
 from ..rl.train_config import load_train_config
 
 

@@ -15,129 +15,22 @@ fine-tuning, so no extra copy is loaded in either case (see :class:`PolicyRefere
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.config import ConfigError, ModelConfig
 
-from .train_config import TrainConfig, check_batch_shape, required_columns
+from .loading import load_model, load_split, load_tokenizer, lora_config, resolve_policy
+from .outputs import FINAL_DIR, MERGED_DIR, TrainResult, write_config_copy, write_node_params
+from .sft import run_warm_start, train_sft
+from .train_config import TrainConfig, check_batch_shape
 
 logger = logging.getLogger(__name__)
 
-FINAL_DIR = "final"
-MERGED_DIR = "final-merged"
-NODE_PARAMS = "node_params.yaml"
-CONFIG_COPY = "train_config.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a training run left behind."""
-
-    output_dir: Path
-    final_dir: Path  # the LoRA adapter or the full model
-    merged_dir: Path | None  # LoRA merged into the base model, when lora.merge
-    base_model: Path  # the starting weights (with LoRA, the node loads these plus the adapter)
-    global_step: int
-    log_history: list[dict[str, Any]]
-
-    @property
-    def node_params(self) -> dict[str, Any]:
-        """The node's LM parameters that load the result (``lm.model``, ``lm.transformers.adapter``), nested
-        as in a parameters file."""
-        model, adapter = str(self.final_dir), ""
-        if self.merged_dir is not None:
-            model = str(self.merged_dir)
-        elif (self.final_dir / "adapter_config.json").is_file():
-            model, adapter = str(self.base_model), str(self.final_dir)
-        return {"model": model, "transformers": {"adapter": adapter}}
-
-
-# ----------------------------------------------------------------------------------------------------
-# Model and data
-
-
-def resolve_policy(model: str) -> Path:
-    """The local directory of the policy LM; ``tiny`` is the project's tiny random LM (built if missing)."""
-    from embodied_r_ros.backends.loading import resolve_model_dir
-
-    if model == "tiny":
-        from embodied_r_ros.testing.tiny_models import LM_SUBDIR, ensure_tiny_models
-
-        return ensure_tiny_models() / LM_SUBDIR
-    return resolve_model_dir(model)
-
-
-def load_split(config: TrainConfig, split: str, tokenizer: Any) -> Any:
-    """One split of the data set as a ``datasets.Dataset``, checked and with over-long prompts left out.
-
-    Reads ``<data.path>/<split>.parquet`` or ``.jsonl`` (:func:`..data.schema.read_split`: missing columns
-    raise :class:`ConfigError` naming them). Prompts longer than ``data.max_prompt_tokens`` (chat template
-    applied) are dropped and counted: truncating one would cut key-frame descriptions out of the evidence.
-    """
-    from ..data.schema import read_split
-
-    root = Path(config.data.path)
-    if not config.data.path or not root.is_dir():
-        raise ConfigError(
-            f"{config.source}: data.path {str(root)!r} is not a directory; build a data set with "
-            "`embodied-r prepare QUESTIONS --out DIR` (or `embodied-r synth` first) and set data.path to DIR"
-        )
-    needed_by = f"training with the rewards {', '.join(r.name for r in config.schedule.rewards())}"
-    dataset = read_split(root, split, required_columns(config), needed_by)
-    if config.data.limit and split == config.data.train_split:
-        dataset = dataset.select(range(min(config.data.limit, len(dataset))))
-    limit = config.data.max_prompt_tokens
-
-    def fits(row: dict[str, Any]) -> bool:
-        ids = tokenizer.apply_chat_template(row["prompt"], tokenize=True, add_generation_prompt=True)
-        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        return len(ids) <= limit
-
-    kept = dataset.filter(fits)
-    if len(kept) < len(dataset):
-        logger.warning(
-            "split %s: left out %d of %d prompts longer than data.max_prompt_tokens=%d",
-            split, len(dataset) - len(kept), len(dataset), limit,
-        )  # fmt: skip
-    if len(kept) == 0:
-        raise ConfigError(f"split {split!r} of {root}: no prompt fits data.max_prompt_tokens={limit}")
-    return kept
-
-
-def load_tokenizer(config: TrainConfig, path: Path) -> Any:
-    """The policy's tokenizer (it must have a chat template: the prompts are chats)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if not tokenizer.chat_template:
-        raise ConfigError(
-            f"model {config.model} ({path}) has no chat template; train an instruction-tuned LM"
-        )
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def load_model(config: TrainConfig, path: Path) -> Any:
-    """The policy's weights from ``path``: bf16 when ``grpo.bf16`` is set on a GPU, else float32.
-
-    On the CPU (``grpo.use_cpu``) ``bf16`` means bf16 autocast over float32 weights: the matrix products
-    run at bf16 speed (about 2x on CPUs with AVX512-BF16), while updates of the size of a small learning
-    rate are not rounded away, as they are in weights stored as bf16 (8 bits of mantissa).
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    bf16_weights = config.grpo.get("bf16") and not config.grpo.get("use_cpu")
-    dtype = torch.bfloat16 if bf16_weights else torch.float32
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -360,75 +253,6 @@ def save_final(trainer: Any, config: TrainConfig) -> tuple[Path, Path | None]:
     return final, merged_dir
 
 
-def lora_config(config: TrainConfig) -> Any:
-    """peft's LoraConfig of the config's ``lora`` section."""
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-        target_modules=config.lora.modules(), task_type="CAUSAL_LM",
-    )  # fmt: skip
-
-
-def run_warm_start(config: TrainConfig, out: Path | None = None, answers: str | None = None) -> Path:
-    """The supervised warm start (:mod:`.warm_start`) into ``out`` (default ``output_dir/warm_start``),
-    answering ``answers`` (default ``warm_start.answers``); returns that dir. With ``warm_start.lora`` it
-    trains and saves a LoRA adapter of the config's ``lora`` section."""
-    from .warm_start import WARM_START_DIR, warm_start
-
-    path = resolve_policy(config.model)
-    tokenizer = load_tokenizer(config, path)
-    dataset = load_split(config, config.data.train_split, tokenizer)
-    model = load_model(config, path)
-    out = out or Path(config.output_dir) / WARM_START_DIR
-    cpu = bool(config.grpo.get("use_cpu"))
-    section = replace(config.warm_start, answers=answers or config.warm_start.answers)
-    peft_config = lora_config(config) if section.lora else None
-    bf16 = bool(config.grpo.get("bf16"))  # on the CPU: bf16 autocast over float32 weights (load_model)
-    return warm_start(model, tokenizer, dataset, section, out, config.seed, cpu, peft_config, bf16)
-
-
-def train_sft(config: TrainConfig) -> TrainResult:
-    """``method: sft``: ``warm_start.steps`` supervised steps on the true answers, or with
-    ``warm_start.answers: trace`` on the oracle's reasoning traces (a cold start that teaches reasoning),
-    saved as ``output_dir/final`` (the SFT baseline of the paper's SFT-vs-RL question; with
-    ``warm_start.lora`` a LoRA adapter). A finished run is not repeated."""
-    from .warm_start import DONE_MARKER
-
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    answers = "trace" if config.warm_start.answers == "trace" else "solution"  # never format-only targets
-    final = run_warm_start(config, output_dir / FINAL_DIR, answers=answers)
-    (output_dir / CONFIG_COPY).write_text(
-        json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
-    )
-    losses = json.loads((final / DONE_MARKER).read_text(encoding="utf-8")).get("loss", [])
-    result = TrainResult(
-        output_dir=output_dir,
-        final_dir=final,
-        merged_dir=None,
-        base_model=resolve_policy(config.model),
-        global_step=config.warm_start.steps,
-        log_history=[{"loss": loss} for loss in losses],
-    )
-    write_node_params(result)
-    return result
-
-
-def write_node_params(result: TrainResult) -> Path:
-    """``final/node_params.yaml``: ROS parameters that make the node load the trained LM."""
-    import yaml
-
-    params = {"/**/embodied_r": {"ros__parameters": {"lm": result.node_params}}}
-    path = result.final_dir / NODE_PARAMS
-    path.write_text(
-        "# Load the trained reasoner in the node: embodied-r run --params-file " + str(path) + "\n"
-        + yaml.safe_dump(params, sort_keys=False),
-        encoding="utf-8",
-    )  # fmt: skip
-    return path
-
-
 def train(
     config: TrainConfig, resume: bool | str | None = None, callbacks: Sequence[Any] = ()
 ) -> TrainResult:
@@ -442,9 +266,7 @@ def train(
     output_dir.mkdir(parents=True, exist_ok=True)
     start = run_warm_start(config) if config.warm_start.steps else resolve_policy(config.model)
     trainer = build_trainer(config, callbacks, start)
-    (output_dir / CONFIG_COPY).write_text(
-        json.dumps(_config_record(config), indent=1) + "\n", encoding="utf-8"
-    )
+    write_config_copy(config, output_dir)
     if checkpoint:
         logger.info("resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
@@ -461,14 +283,6 @@ def train(
         trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
         write_node_params(result)
     return result
-
-
-def _config_record(config: TrainConfig) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    record = asdict(config)
-    record["grpo"] = dict(config.grpo)
-    return record
 
 
 if __name__ == "__main__":  # the command moved out of this library module; say where instead of doing nothing
