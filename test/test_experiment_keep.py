@@ -279,6 +279,28 @@ def test_a_training_key_tells_configs_models_data_and_starting_adapters_apart(
     assert with_start.why_not(key(cpu_config, model, out, start=moved).as_dict()) is None
 
 
+def test_an_sft_key_holds_only_the_config_sft_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SFT's key holds the config sections SFT reads (steps.SFT_CONFIG): GRPO's settings, rewards and LoRA
+    (when SFT trains every weight) cannot change it, so work on GRPO never makes a finished SFT run stale."""
+    from embodied_r_training.rl.train_config import load_train_config
+
+    steps = _load("steps", monkeypatch)
+    ids = steps.Identities(tmp_path)
+
+    def part(*sets: str) -> str:
+        config = load_train_config(CONFIGS / "reasoner_cpu.yaml", ["method=sft", *sets])
+        return ids.config(config, steps.SFT_CONFIG)
+
+    base = part()
+    grpo_only = ["grpo.beta=0.1", "grpo.max_steps=7", "data.rotate_options=false", "lora.r=4"]
+    assert part(*grpo_only) == base
+    assert part("rewards=[{start_step: 0, format: 1, accuracy: 1}]") == base
+    sft_settings = ("warm_start.learning_rate=1e-4", "grpo.bf16=false", "seed=3", "data.max_prompt_tokens=99")
+    for changed in sft_settings:
+        assert part(changed) != base, changed
+    assert ids.config(load_train_config(CONFIGS / "reasoner_cpu.yaml", ["method=sft"])) != base  # all of it
+
+
 def test_an_evaluation_key_holds_its_data_system_and_settings_by_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
