@@ -320,6 +320,27 @@ def main_systems(
     }
 
 
+def write_goals(out: Path, test: Path, evals: dict[str, Path]) -> dict[str, Any]:
+    """The goals a reasoner must meet beside the blind rows (:mod:`embodied_r_training.eval.goals`) for the
+    SFT and GRPO rows: ``OUT/tables/main/goals.md``; returns them for the summary."""
+    from dataclasses import asdict
+
+    from embodied_r_training.eval.compare import load_run
+    from embodied_r_training.eval.goals import check_goals, goals_markdown
+
+    rows = [json.loads(line) for line in (test / "test.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    options = {row["id"]: row.get("options") or [] for row in rows}
+    blind = [load_run(f"{LABELS[k]}={evals[k]}") for k in BLIND]
+    options_only = next(run for run in blind if run.label == LABELS["options_only"])
+    found, texts = {}, []
+    for name in ("sft", "grpo"):
+        checks = check_goals(load_run(f"{LABELS[name]}={evals[name]}"), blind, options_only, options)
+        found[name] = [asdict(c) for c in checks]
+        texts.append(goals_markdown(LABELS[name], checks))
+    (out / "tables" / "main" / "goals.md").write_text("\n".join(texts), encoding="utf-8")
+    return found
+
+
 def eval_flags(args: argparse.Namespace) -> list[str]:
     """The ``embodied-r eval`` flags every system here is evaluated with (greedy, float32 on the CPU)."""
     flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
@@ -408,6 +429,7 @@ def main() -> int:
         )
         files = write_comparison(result, out / "tables" / "main")
         summary["tables"]["main"] = result
+        summary["goals"] = write_goals(out, data["test_all"], evals)
         args.figures.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(files[2], args.figures / "reasoner_main.png")
         print((out / "tables" / "main" / "comparison.md").read_text())
