@@ -328,8 +328,8 @@ def write_goals(out: Path, test: Path, evals: dict[str, Path]) -> dict[str, Any]
     from embodied_r_training.eval.compare import load_run
     from embodied_r_training.eval.goals import check_goals, goals_markdown
 
-    rows = [json.loads(line) for line in (test / "test.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    options = {row["id"]: row.get("options") or [] for row in rows}
+    lines = (test / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    options = {row["id"]: row.get("options") or [] for row in map(json.loads, filter(None, lines))}
     blind = [load_run(f"{LABELS[k]}={evals[k]}") for k in BLIND]
     options_only = next(run for run in blind if run.label == LABELS["options_only"])
     found, texts = {}, []
