@@ -7,12 +7,14 @@
 
 1. ``embodied-r synth`` renders one scene (a rosbag2, its ground-truth questions and ``scene.json``);
 2. ``embodied-r run`` starts the ``embodied_r`` node. By default its reasoner is the best one this machine
-   trained: SmolLM2-135M-Instruct with the adapters ``training/experiments/reasoner.py`` kept in
-   ``results/reasoner/models`` (SFT on oracle reasoning traces, then GRPO, whichever scored best held
-   out; the SFT adapter is merged into SmolLM2 once, into .cache/models/reasoner), or the model of ``--lm``
-   / ``--lm-params`` when given, else SmolLM2-135M-Instruct as pretrained. Its perception is simulator
-   ground truth (``perception.perceiver: ground_truth`` reading the scene's ``scene.json``): a measuring
-   instrument that says what a perfect VLM would say, because no VLM weights can be installed offline.
+   trained: the 8-bit GGUF of SmolLM2-135M-Instruct that ``training/experiments/reasoner.py`` ships in
+   ``results/reasoner/models/shipped`` (its best held-out model), else SmolLM2 with the LoRA adapters that
+   experiment kept in ``results/reasoner/models`` (SFT on oracle reasoning traces, then GRPO, whichever
+   scored best held out; the SFT adapter merged into SmolLM2 once, into .cache/models/reasoner), or the
+   model of ``--lm`` / ``--lm-params`` when given, else SmolLM2-135M-Instruct as pretrained. Its
+   perception is simulator ground truth (``perception.perceiver: ground_truth`` reading the scene's
+   ``scene.json``): a measuring instrument that says what a perfect VLM would say, because no VLM weights
+   can be installed offline.
    Both are named in the banner and the report;
 3. ``embodied-r play`` publishes the bag's camera and odometry to it;
 4. the scene's questions go to the node's ``~/ask`` service; each answer is printed with its reasoning,
@@ -44,6 +46,9 @@ SCENE_DIR = "scene_0000"
 KEPT_REASONERS = Path("results/reasoner")
 # Where the demo merges the kept SFT adapter into SmolLM2 (a few seconds, once).
 REASONER_DIR = Path(".cache/models/reasoner")
+# The one full model the experiment ships (an 8-bit GGUF of its best held-out reasoner) and its record.
+SHIPPED = Path("models") / "shipped"
+SHIPPED_RECORD = "shipped.json"
 GROUND_TRUTH_NOTE = (
     "Perception: GROUND-TRUTH PERCEPTION from the simulator's geometry ({scene}), a measuring instrument "
     "that says what a perfect VLM would say; it is NOT a VLM (none can be installed offline here)."
@@ -91,9 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, default=Path("out/demo"), help="scene, answers and report go here"
     )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of synthetic video")
-    parser.add_argument(
-        "--size", default="320x240", metavar="WxH", help="synthetic camera size (320x240)"
-    )
+    parser.add_argument("--size", default="320x240", metavar="WxH", help="synthetic camera size (320x240)")
     parser.add_argument("--rate", type=float, default=2.0, help="bag playback speed (1 = real time)")
     parser.add_argument(
         "--questions", type=int, default=0, help="how many of the scene's questions to ask (0: all)"
@@ -141,6 +144,23 @@ def kept_reasoner(root: Path = KEPT_REASONERS) -> tuple[str, dict[str, float]] |
     return max(kept, key=lambda m: (scores[m], m == "grpo")), scores
 
 
+def shipped_reasoner(root: Path = KEPT_REASONERS) -> tuple[Path, dict] | None:
+    """The reasoner ``training/experiments/reasoner.py`` ships in ``root/models/shipped``: its GGUF file and
+    its record (``label``: how it was trained, ``scores``: held-out MC accuracy and numeric MRA of it, the
+    oracle and the blind rows); None when there is none (or its file is missing)."""
+    record_file = root / SHIPPED / SHIPPED_RECORD
+    if not record_file.is_file():
+        return None
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    model = root / SHIPPED / str(record.get("file", ""))
+    return (model, record) if record.get("file") and model.is_file() else None
+
+
+def _held_out(scores: dict[str, dict[str, float]]) -> str:
+    """ "reasoner 52.1 / 61.0, oracle 100.0 / 100.0, ...": MC accuracy / numeric MRA, percent."""
+    return ", ".join(f"{name} {100 * s['mc']:.1f} / {100 * s['numeric']:.1f}" for name, s in scores.items())
+
+
 def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
     """The node flags that load the reasoning LM, and its name for the banner and the report: ``--lm``,
     else ``--lm-params``, else the best kept reasoner (:func:`kept_reasoner`), else the pretrained
@@ -154,6 +174,13 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
         adapter = lm.get("transformers", {}).get("adapter")
         trained = f"{lm['model']}" + (f" + adapter {adapter}" if adapter else "")
         return ["--params-file", str(args.lm_params)], f"Reasoner: trained with embodied-r train ({trained})."
+    shipped = shipped_reasoner()
+    if shipped is not None:
+        model, record = shipped
+        return ["--lm", str(model)], (
+            f"Reasoner: SmolLM2-135M-Instruct after {record['label']}, the best held-out model, as an 8-bit "
+            f"GGUF ({model}); held out, MC accuracy / numeric MRA %: {_held_out(record['scores'])}."
+        )
     from ..backends.smollm2 import ensure_smollm2
 
     path = ensure_smollm2(default_smollm2_dir())
