@@ -67,6 +67,14 @@ DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
 ENVS = ("indoor", "outdoor")
 FULL_MODEL_RECORD = "full_model.json"  # what is kept of a fully fine-tuned model: its key (see Runs)
+# The one full model kept in git: the best held-out reasoner as an 8-bit GGUF (embodied-r demo loads it).
+SHIPPED = Path("models") / "shipped"
+SHIPPED_RECORD = "shipped.json"
+SHIPPED_FILE = "reasoner-q8_0.gguf"
+SHIPPED_LABELS = {
+    "sft": "SFT on oracle reasoning traces",
+    "grpo": "SFT on oracle reasoning traces, then GRPO",
+}
 # Scene sets: (role, environment) -> synth seed; no other experiment uses these seeds.
 SEEDS = {
     ("train", "indoor"): 3001,
@@ -341,6 +349,44 @@ def write_goals(out: Path, test: Path, evals: dict[str, Path]) -> dict[str, Any]
     return found
 
 
+def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[str, Any] | None:
+    """The best held-out reasoner of the main table (SFT or GRPO, by the mean over task groups) as one
+    8-bit GGUF file in ``results/models/shipped`` beside its record (what it is, its held-out scores beside
+    the oracle's and the blind rows'), which ``embodied-r demo`` loads; exported again only when the model
+    it would ship differs from the one there (the record holds what it was made from)."""
+    from embodied_r_ros.backends.gguf_export import export_gguf
+    from embodied_r_ros.backends.merge import merge_adapter
+
+    metrics = {k: json.loads((evals[k] / "metrics.json").read_text())["overall"] for k in evals}
+    best = max(("sft", "grpo"), key=lambda m: (metrics[m]["task_mean"], m == "grpo"))
+    made_from = {"run": f"{best}_all", "model": runs.identity("all", best)}
+    if best == "grpo":
+        made_from["start"] = runs.identity("all", "sft")
+    shown = ("oracle", "options_only", "constant", "chance")
+    scores = {LABELS[k]: {"mc": metrics[k]["mc_accuracy"], "numeric": metrics[k]["numeric_mra"]}
+              for k in (best, *shown)}  # fmt: skip
+    target = results / SHIPPED
+    record_file = target / SHIPPED_RECORD
+    known = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    record = {"file": SHIPPED_FILE, "label": SHIPPED_LABELS[best], "scores": scores, "made_from": made_from}
+    if known.get("made_from") == made_from and (target / SHIPPED_FILE).is_file():
+        if known != record:
+            record_file.write_text(json.dumps(record, indent=1) + "\n")
+        return record
+    if best == "sft":
+        model = runs.full_model("all", "sft") if not runs.is_adapter("all", "sft") else runs.merged("all")
+    else:
+        model = merge_adapter(runs.start("all", weights=True), runs.adapter("all", "grpo"),
+                              out / "runs" / "grpo_all" / "merged")  # fmt: skip
+    exported = export_gguf(model, out / "shipped" / SHIPPED_FILE, quantization="q8_0")
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(exported, target / f".{SHIPPED_FILE}.partial")
+    (target / f".{SHIPPED_FILE}.partial").rename(target / SHIPPED_FILE)  # the record comes last
+    record_file.write_text(json.dumps(record, indent=1) + "\n")
+    logger.info("shipped %s (%.0f MB) for the demo", target / SHIPPED_FILE, exported.stat().st_size / 1e6)
+    return record
+
+
 def eval_flags(args: argparse.Namespace) -> list[str]:
     """The ``embodied-r eval`` flags every system here is evaluated with (greedy, float32 on the CPU)."""
     flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
@@ -430,6 +476,8 @@ def main() -> int:
         files = write_comparison(result, out / "tables" / "main")
         summary["tables"]["main"] = result
         summary["goals"] = write_goals(out, data["test_all"], evals)
+        if not args.no_keep:
+            summary["shipped"] = ship(out, args.results.resolve(), runs, evals)
         args.figures.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(files[2], args.figures / "reasoner_main.png")
         print((out / "tables" / "main" / "comparison.md").read_text())
