@@ -177,7 +177,10 @@ class Runs:
         run_dir = self.out / "runs" / f"{method}_{env}"
         common = [f"data.path={self.data[f'train_{env}']}", f"output_dir={run_dir}"]
         if method == "sft":
-            return load_train_config(self.args.config, [*common, f"model={self.args.model}", "method=sft"])
+            sft = [*common, f"model={self.args.model}", "method=sft"]
+            if env != "all" and self.args.ood_sft_steps:  # each environment alone: half the data, fewer steps
+                sft.append(f"warm_start.steps={self.args.ood_sft_steps}")
+            return load_train_config(self.args.config, sft)
         grpo = [*common, f"model={self.start(env)}", "warm_start.steps=0"]
         return load_train_config(self.args.config, grpo)
 
@@ -416,6 +419,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--train-questions-per-task", type=int, default=4,
                         help="training questions per task and form, per scene (held-out: 2)")  # fmt: skip
     parser.add_argument("--test-scenes", type=int, default=10, help="held-out scenes per environment")
+    parser.add_argument("--ood-sft-steps", type=int, default=150,
+                        help="SFT steps of the runs trained on one environment (0: as main)")  # fmt: skip
     parser.add_argument("--size", default="320x240", help="rendered image size (key frames are chosen on it)")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per scene")
     parser.add_argument("--max-keyframes", type=int, default=8, help="key frames per question (paper 32)")
