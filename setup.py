@@ -34,8 +34,8 @@ setup(
         "pyyaml",
         "rich",
         "tqdm",
-        "torch",
-        "transformers>=5",
+        "torch>=2.6",  # transformers 5.20 and later disable older torch (test/test_install.py)
+        "transformers>=5.18,<6",  # the first 5.x with every API the code calls (requirements-robot.txt)
         "tokenizers",
         "huggingface_hub",
         "safetensors",

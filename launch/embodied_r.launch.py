@@ -2,7 +2,7 @@
 
     ros2 launch embodied_r_ros embodied_r.launch.py \\
         camera_topic:=/drone/camera/image_raw compressed:=true odometry_topic:=/drone/odom \\
-        vlm:=Qwen/Qwen2.5-VL-7B-Instruct lm:=/models/embodied-r-3b device:=cuda namespace:=drone1
+        vlm:=Qwen/Qwen2.5-VL-7B-Instruct lm:=$HOME/models/reasoner device:=cuda namespace:=drone1
 
 Parameters come from ``config_file`` (default: this package's config/embodied_r.yaml, every default
 listed), then from the arguments that set parameters (:data:`ARGUMENTS`; ``--show-args`` lists them)

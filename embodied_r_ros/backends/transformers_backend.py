@@ -474,6 +474,8 @@ class TransformersBackend:
 
     def decode(self, token_ids: Sequence[Sequence[int]]) -> list[str]:
         """The completions' text from their generated token ids (special tokens dropped, stripped)."""
+        if not token_ids:  # transformers < 5.24 decodes an empty batch as one empty text
+            return []
         texts = self.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
         return [text.strip() for text in texts]
 
