@@ -40,8 +40,8 @@ def tiny_model_parameters(tiny_models_dir: Path, **extra) -> list[Parameter]:
 
 
 def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_dir):
-    """configure loads the models and makes the services; activate takes frames and questions; deactivate
-    stops both; cleanup frees the models; configure + activate bring it back."""
+    """configure loads the models; activate takes frames and questions; deactivate stops both; cleanup frees
+    the models; configure + activate bring it back. ~/ask answers in every state, naming it."""
     node = EmbodiedRNode(
         perceivers=perceivers(),
         context=ros_context,
@@ -51,7 +51,9 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
     harness = Harness(ros_context, node, "managed")
     try:
         assert harness.state() == "unconfigured" and node.pipeline is None
-        assert not harness.ask_client.wait_for_service(timeout_sec=0.5)  # no ~/ask before configure
+        unconfigured = harness.ask()  # ~/ask in every state: the node says which and what to do
+        assert not unconfigured.success and "/managed/embodied_r is unconfigured" in unconfigured.message
+        assert "ros2 lifecycle set /managed/embodied_r configure" in unconfigured.message
         level, message, values = harness.last_status()  # /diagnostics in every state
         assert level == DiagnosticStatus.WARN and message.startswith("unconfigured")
         assert values["lifecycle_state"] == "unconfigured" and values["lm"].endswith("not loaded")
@@ -80,7 +82,8 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
         assert harness.transition("cleanup") and harness.state() == "unconfigured"
         assert node.pipeline is None and all(b.model is None for b in backends)  # the models are freed
         assert gc.get_freeze_count() == 0  # and may be collected
-        assert wait_for(lambda: not harness.ask_client.service_is_ready())
+        after_cleanup = harness.ask()
+        assert not after_cleanup.success and "unconfigured" in after_cleanup.message
 
         assert harness.transition("configure") and harness.transition("activate")
         assert wait_for(lambda: harness.camera.get_subscription_count() == 1)
