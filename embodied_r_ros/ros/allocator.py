@@ -7,8 +7,8 @@ other threads (the executor's, a new query worker, a new camera thread) and fill
 configure/cleanup cycles grew the node's anonymous memory by 13 MB a cycle with the tiny models, more with
 large ones (``bench/bench_lifecycle_memory.py``). Two calls keep it where the first cycle left it:
 
-- :func:`limit_arenas` (the node's process, at start): few arenas, so every thread reuses what the last
-  cycle freed;
+- :func:`limit_arenas` (the node's process, first thing, before rclpy's import starts threads:
+  ``embodied_r_ros.cli.parts.node_main``): few arenas, so every thread reuses what the last cycle freed;
 - :func:`release_free_memory` (after a cleanup): ``malloc_trim`` returns the free pages of every arena to
   the system.
 

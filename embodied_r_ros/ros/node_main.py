@@ -20,7 +20,6 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..config import ConfigError
 from ..perceivers import PerceiverRegistry
-from .allocator import limit_arenas
 from .models import ModelLoadError
 from .node import EmbodiedRNode
 from .params import NODE_NAME
@@ -47,7 +46,6 @@ def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) ->
     ``query.timeout_s``).
     """
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    limit_arenas()  # before any thread: what a cleanup frees is reused, not parked per thread
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
