@@ -92,7 +92,14 @@ class InputWatch:
         topics = ", ".join(check.topics)
         detail = f": {check.detail}" if check.detail else ""
         silent = f"no {check.what} on {topics} for {check.silent_s:.0f} s{detail}"
-        return MISSING, f"{silent}; {self._published(check)}"
+        publishers = sum(len(self._others(topic)) for topic in check.topics)
+        there = (
+            f"{publishers} publisher{'s' * (publishers != 1)} there sent nothing usable (check its rate, "
+            "QoS and stamps)"
+            if publishers
+            else "nothing publishes there"
+        )
+        return MISSING, f"{silent}; {there}; {self._published(check)}"
 
     def _wrong_type(self, check: InputCheck, topic: str, others: dict[str, int]) -> str:
         found = ", ".join(f"{t} ({n} publisher{'s' * (n != 1)})" for t, n in sorted(others.items()))
@@ -109,13 +116,13 @@ class InputWatch:
         )
 
     def _published(self, check: InputCheck) -> str:
-        """Where the expected type (and the ``also`` types) are published now, for the fix."""
-        topics = self._topics_of_type(check.type_name)
+        """Where else the expected type (and the ``also`` types) are published now, for the fix."""
+        topics = [topic for topic in self._topics_of_type(check.type_name) if topic not in check.topics]
         fix = f"set {check.parameter}, or remap" if check.parameter else "remap the node's topics to them"
         text = (
             f"{check.type_name} is published on {', '.join(topics)} ({fix})"
             if topics
-            else f"no other node publishes {check.type_name}"
+            else f"no other topic carries {check.type_name}"
         )
         for type_name, setting in check.also:
             other = self._topics_of_type(type_name)

@@ -208,7 +208,7 @@ class QueryWorker(Generic[Payload]):
         finishes on the daemon thread, its answer dropped); waits up to ``timeout`` for the thread."""
         with self._cond:
             self._stopped = True
-            pending = [*self._queue, *([self._running] if self._running is not None else [])]
+            pending = [*([self._running] if self._running is not None else []), *self._queue]  # arrival order
             self._queue.clear()
             self._cond.notify_all()
         for job in pending:
