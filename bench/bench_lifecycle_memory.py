@@ -8,12 +8,12 @@ before the first configure) it reads the node's /proc/PID/status: VmRSS, RssAnon
 grows) and RssFile (mapped libraries). A cleanup that frees everything leaves RssAnon where the first
 cleanup left it; the first cycle itself keeps what importing torch and transformers costs.
 
-Run:  python bench/bench_lifecycle_memory.py [--cycles 5] [--seconds 3] [--rate 10] [--idle] [--json PATH]
+Run:  python bench/bench_lifecycle_memory.py [--cycles 5] [--seconds 3] [--rate 10] [--idle]
+          [--set NAME=VALUE ...] [--json PATH]
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -35,7 +35,7 @@ TRANSITION_TIMEOUT_S = 300.0
 
 
 def memory_mb(pid: int) -> dict[str, float]:
-    """VmRSS, RssAnon and RssFile of process ``pid`` in MB (/proc/PID/status)."""
+    """VmRSS, RssAnon and RssFile (MB) and Threads of process ``pid`` (/proc/PID/status)."""
     values = {}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -121,19 +121,9 @@ def main() -> None:
             if not args.idle:
                 transition(bench, "activate")
                 camera.wait_until_subscribed()
-                if os.environ.get("NOFEED"):
-                    time.sleep(args.seconds)
-                else:
-                    stamp = feed(camera, args.seconds, args.rate, stamp)
-                if os.environ.get("NOASK"):
-                    transition(bench, "deactivate")
-                    transition(bench, "cleanup")
-                    time.sleep(SETTLE_S)
-                    rows.append({"after": f"cleanup {cycle}", **memory_mb(process.pid)})
-                    print(rows[-1], flush=True)
-                    continue
+                stamp = feed(camera, args.seconds, args.rate, stamp)
                 answer = bench.client.ask("Which way did I turn?", ["left", "right"], 60.0, timeout_s=120.0)
-                if not answer.success and not os.environ.get("NOFEED"):
+                if not answer.success:
                     raise RuntimeError(f"cycle {cycle}: no answer: {answer.message}")
                 transition(bench, "deactivate")
             transition(bench, "cleanup")
