@@ -82,7 +82,7 @@ class NodeInputs:
         self._active_since: float | None = None  # monotonic time of the activation (None: inactive)
         self._first_frame: float | None = None  # of the first frame taken since then
         self._received_at_start = 0  # frames_received at the activation
-        self._no_pose_reason = ""  # why TF gave the newest camera frame without a pose no pose
+        self._no_pose_reason = ""  # why TF gave the newest camera frame without a pose none
         # Warnings from the camera and pose paths: logged by a thread of their own (see deferred_log).
         self._log = DeferredLogger(node.get_logger(), name=f"{node.get_name()}_log")
         self._clock = self._take_clock_on_own_thread()
@@ -315,6 +315,8 @@ class NodeInputs:
         return self.watch.check(self._checks(time.monotonic()))
 
     def _checks(self, now: float) -> list[InputCheck]:
+        """The active inputs as the watch judges them: the camera, and the poses while frames come."""
+        assert self.camera is not None
         config, stats = self._params.config, self._stats
         since = self._active_since if self._active_since is not None else now
         last_frame = max(since, stats.last_frame_wall or since)
@@ -324,7 +326,7 @@ class NodeInputs:
         camera = InputCheck(
             "camera",
             "camera frames",
-            (self.camera.topic_name,) if self.camera is not None else (),
+            (self.camera.topic_name,),
             graph_type(f"sensor_msgs/{self.camera_type.__name__}"),
             "camera.topic",
             now - last_frame,
