@@ -66,11 +66,19 @@ class CameraConfig:
         bounds=(0.0, 86400.0),
     )
 
+    warn_after_s: float = param(
+        5.0,
+        "seconds without a camera frame (after activation, or since the last frame) before /diagnostics and "
+        "the log warn, naming the topics of the camera's type that are published",
+        bounds=(0.5, 3600.0),
+    )
+
     def __post_init__(self) -> None:
         require(bool(self.topic.strip()), "camera.topic must not be empty")
         check_param(self, "qos", "camera.")
         require(self.qos_depth >= 1, "camera.qos_depth must be >= 1")
         require(self.jump_back_reset_s >= 0, "camera.jump_back_reset_s must be >= 0 (0 = never reset)")
+        check_param(self, "warn_after_s", "camera.")
 
 
 QUATERNION_TOLERANCE = 0.01  # |q| may be this far from 1 (hand-typed numbers); it is normalised
@@ -146,11 +154,18 @@ class PoseConfig:
         "pose.source tf: the camera's frame, with REP-103 body axes (x forward: camera_link, not an optical "
         "frame); empty = the frame_id of the camera images",
     )
+    warn_after_s: float = param(
+        5.0,
+        "seconds without a usable pose (tf: without a pose for the camera frame) while camera frames come, "
+        "before /diagnostics and the log warn, naming the topics of the pose type that are published",
+        bounds=(0.5, 3600.0),
+    )
     camera_offset: CameraOffsetConfig = section(CameraOffsetConfig)
 
     def __post_init__(self) -> None:
         check_param(self, "source", "pose.")
         require(self.max_gap_s > 0, "pose.max_gap_s must be > 0")
+        check_param(self, "warn_after_s", "pose.")
         require(
             self.source != "tf" or bool(self.odom_frame.strip()),
             "pose.odom_frame must not be empty with pose.source tf (the fixed frame, e.g. odom)",

@@ -1,14 +1,31 @@
 """The node as a robot runs it, over real DDS: a managed (lifecycle) node driven through its lifecycle
-services, sim time without and with /clock, and a camera whose QoS the subscription cannot match."""
+services (questions to a node that is not active, questions queued at cleanup, the shutdown transition),
+sim time without and with /clock, and a camera whose QoS the subscription cannot match."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
 import time
 from pathlib import Path
 
+import pytest
+import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus
-from node_helpers import Harness, gated_node, wait_for
+from embodied_r_ros.msg import SpatialQuestion
+from lifecycle_msgs.srv import ChangeState
+from node_helpers import (
+    WAIT_S,
+    Harness,
+    Spinning,
+    embodied_r,
+    gated_node,
+    killed,
+    node_process,
+    result_of,
+    wait_for,
+)
+from rclpy.lifecycle import LifecycleNode
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -18,6 +35,7 @@ from embodied_r_ros.cli.parts import perceivers
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.ros.messages import ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.ros.node import EmbodiedRNode
+from embodied_r_ros.ros.spatial_client import NodeNotFoundError, SpatialClient
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 
@@ -40,8 +58,8 @@ def tiny_model_parameters(tiny_models_dir: Path, **extra) -> list[Parameter]:
 
 
 def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_dir):
-    """configure loads the models and makes the services; activate takes frames and questions; deactivate
-    stops both; cleanup frees the models; configure + activate bring it back."""
+    """configure loads the models; activate takes frames and questions; deactivate stops both; cleanup frees
+    the models; configure + activate bring it back. ~/ask answers in every state, naming it."""
     node = EmbodiedRNode(
         perceivers=perceivers(),
         context=ros_context,
@@ -51,7 +69,9 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
     harness = Harness(ros_context, node, "managed")
     try:
         assert harness.state() == "unconfigured" and node.pipeline is None
-        assert not harness.ask_client.wait_for_service(timeout_sec=0.5)  # no ~/ask before configure
+        unconfigured = harness.ask()  # ~/ask in every state: the node says which and what to do
+        assert not unconfigured.success and "/managed/embodied_r is unconfigured" in unconfigured.message
+        assert "ros2 lifecycle set /managed/embodied_r configure" in unconfigured.message
         level, message, values = harness.last_status()  # /diagnostics in every state
         assert level == DiagnosticStatus.WARN and message.startswith("unconfigured")
         assert values["lifecycle_state"] == "unconfigured" and values["lm"].endswith("not loaded")
@@ -80,7 +100,8 @@ def test_a_managed_node_through_the_lifecycle_services(ros_context, tiny_models_
         assert harness.transition("cleanup") and harness.state() == "unconfigured"
         assert node.pipeline is None and all(b.model is None for b in backends)  # the models are freed
         assert gc.get_freeze_count() == 0  # and may be collected
-        assert wait_for(lambda: not harness.ask_client.service_is_ready())
+        after_cleanup = harness.ask()
+        assert not after_cleanup.success and "unconfigured" in after_cleanup.message
 
         assert harness.transition("configure") and harness.transition("activate")
         assert wait_for(lambda: harness.camera.get_subscription_count() == 1)
@@ -210,3 +231,86 @@ def test_a_node_on_tf_gets_its_key_frames_poses_from_the_tree(ros_context, gated
         assert all(d.startswith("After I ") for d in reply.answer.keyframe_descriptions[1:])
     finally:
         harness.close()
+
+
+def test_an_unconfigured_or_inactive_node_is_told_apart_from_an_absent_one(ros_context, gated_pipeline):
+    """Every asker (service, action, topic; SpatialClient and `embodied-r ask`) hears the node's state and
+    the transition to make; a managed node without ~/ask is named with its state; an absent one is absent."""
+    node = gated_node(ros_context, gated_pipeline, "dormant", autostart=False)
+    harness = Harness(ros_context, node, "dormant")
+    bare = LifecycleNode("bare", context=ros_context)  # a managed node without the question transports
+    spinning = Spinning(ros_context, bare)
+    client = SpatialClient("/dormant/embodied_r")
+    try:
+        fix = "ros2 lifecycle set /dormant/embodied_r configure, then activate"
+        client.wait_for_node(WAIT_S)
+        for transport in ({}, {"use_action": True}, {"use_topic": True}):
+            reply = client.ask("Which way did I turn?", timeout_s=WAIT_S, **transport)
+            assert not reply.success and "the node /dormant/embodied_r is unconfigured" in reply.message
+            assert fix in reply.message, (transport, reply.message)
+        asked = subprocess.run(
+            [embodied_r(), "ask", "Which way did I turn?", "--node", "/dormant/embodied_r", "--topic"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert asked.returncode == 1, asked.stdout + asked.stderr
+        assert "NO ANSWER: the node /dormant/embodied_r is unconfigured" in asked.stdout
+
+        assert harness.transition("configure")
+        inactive = client.ask("Which way did I turn?", timeout_s=WAIT_S, use_topic=True)
+        assert not inactive.success and "is inactive" in inactive.message
+        assert "ros2 lifecycle set /dormant/embodied_r activate" in inactive.message
+        assert inactive.answer.query_id.startswith("embodied_r_ask_")  # on ~/answers, under the asker's id
+
+        with pytest.raises(NodeNotFoundError, match="the node /bare is unconfigured: configure and activate"):
+            SpatialClient("/bare").wait_for_node(1.0)
+        with pytest.raises(NodeNotFoundError, match="no embodied_r node answers"):
+            SpatialClient("/nobody").wait_for_node(1.0)
+    finally:
+        client.close()
+        spinning.close()
+        bare.destroy_node()
+        harness.close()
+
+
+def test_questions_still_queued_at_cleanup_are_answered_on_answers(ros_context, gated_pipeline):
+    """Two topic questions (one in the models, one waiting) when the node is cleaned up: both get
+    success=false "shutting down" on ~/answers before cleanup returns."""
+    pipeline, gate, _ = gated_pipeline
+    node = gated_node(ros_context, gated_pipeline, "draining", **{"pose.topic": "", "camera.qos": "reliable"})
+    harness = Harness(ros_context, node, "draining")
+    questions = harness.client.create_publisher(SpatialQuestion, "/draining/embodied_r/question", 10)
+    try:
+        harness.feed()
+        assert wait_for(lambda: questions.get_subscription_count() > 0)
+        gate.close()
+        questions.publish(SpatialQuestion(query_id="running", question="Which way did I turn?"))
+        assert gate.entered.wait(WAIT_S)
+        questions.publish(SpatialQuestion(query_id="waiting", question="What did I see last?"))
+        assert wait_for(lambda: node.worker.waiting == 1)
+        assert harness.transition("deactivate") and harness.transition("cleanup")
+        assert wait_for(lambda: {a.query_id for a in harness.answers} >= {"running", "waiting"})
+        for answer in harness.answers:
+            assert not answer.success and "shutting down" in answer.message, answer.message
+    finally:
+        gate.open()
+        harness.close()
+
+
+def test_the_shutdown_transition_ends_the_process(ros_context, tiny_models_dir):
+    """`ros2 lifecycle set /x shutdown` answers success, and the process exits 0 (no more /diagnostics)."""
+    process = node_process(tiny_models_dir, "ending", "/ending/camera/image_raw")
+    client = rclpy.create_node("ending_client", context=ros_context)
+    spinning = Spinning(ros_context, client)
+    try:
+        change_state = client.create_client(ChangeState, "/ending/embodied_r/change_state")
+        assert change_state.wait_for_service(timeout_sec=120), "the node did not come up"
+        request = ChangeState.Request()
+        request.transition.label = "shutdown"
+        assert result_of(change_state.call_async(request), timeout=60).success
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output[-3000:]
+        assert "Traceback" not in output and "finalized" in output, output[-3000:]
+    finally:
+        killed(process)
+        spinning.close()
+        client.destroy_node()

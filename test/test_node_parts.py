@@ -46,6 +46,7 @@ from embodied_r_ros.ros.query_worker import (
     ABANDONED,
     CANCELLED,
     DONE,
+    SHUTDOWN,
     TIMEOUT,
     QueryAbandoned,
     QueryWorker,
@@ -176,6 +177,22 @@ def test_worker_deadline_without_a_waiter_and_expiry_in_the_queue(gated):
     assert fire_and_forget.state == ABANDONED and fire_and_forget.abandon_reason == TIMEOUT
     assert queued.state == ABANDONED and queued.started is None  # expired while waiting
     assert {j.id for j in finished} == {fire_and_forget.id, queued.id}
+
+
+def test_worker_close_reports_the_queued_and_the_running_job_once_at_once(gated):
+    """close() hands every job it gives up to on_finished on the closing thread (so a topic asker hears
+    "shutting down" before the publisher goes), and the running job is not reported again when its handler
+    returns later."""
+    gate, worker, finished = gated
+    running = worker.submit("a", timeout_s=10)
+    assert gate.entered.wait(10)
+    queued = worker.submit("b", timeout_s=10)
+    worker.close(timeout=0.1)  # the handler still holds the worker thread
+    assert [job.id for job in finished] == [running.id, queued.id]
+    assert all(job.state == ABANDONED and job.abandon_reason == SHUTDOWN for job in finished)
+    gate.open.set()
+    worker._thread.join(10)
+    assert [job.id for job in finished] == [running.id, queued.id]  # once each
 
 
 def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs():

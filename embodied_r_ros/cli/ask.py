@@ -1,12 +1,13 @@
 """``embodied-r ask``: ask a running ``embodied_r`` node a question and print the answer and its evidence.
 
-    embodied-r ask "Which way did I turn?" --options left right [--window 30] [--action]
+    embodied-r ask "Which way did I turn?" --options left right [--window 30] [--action | --topic]
     embodied-r ask "Where was the door?" --start 1700000002.5 --end 2026-12-01T10:05:00+00:00
     embodied-r ask --questions questions.jsonl --report answers.html
 
 Uses the node's ``~/ask`` service (or, with ``--action``, its ``~/answer`` action, printing the stages as
-they come) through :class:`~embodied_r_ros.ros.spatial_client.SpatialClient`. Prints the answer, the
-reasoning and the key-frame stamps. ``--questions`` reads a file of questions
+they come; with ``--topic``, its ``~/question`` topic, the answer taken from ``~/answers``) through
+:class:`~embodied_r_ros.ros.spatial_client.SpatialClient`. Prints the answer, the reasoning and the
+key-frame stamps. ``--questions`` reads a file of questions
 (:mod:`embodied_r_ros.question_file`: JSON lines, a JSON list or YAML; keys ``question``, optional
 ``options``, ``answer`` or ``ground_truth``, ``window_s``, ``start_ns``/``end_ns`` (camera stamps), ``id``:
 the lines ``embodied-r synth`` writes work as they are, each asked about its own interval of the bag) and
@@ -15,8 +16,8 @@ prints each answer next to its ground truth. ``--start``/``--end`` ask about an 
 seconds. ``--report`` collects the key frames the node publishes on ``~/keyframes`` and writes the HTML
 report.
 
-Exit code: 0 when every question was answered, 1 when one was not (busy, timeout, no frames ...), 2 when
-no node answers.
+Exit code: 0 when every question was answered, 1 when one was not (busy, timeout, no frames, a node that
+is not active: the message names its state and the transition to make ...), 2 when no node answers.
 """
 
 from __future__ import annotations
@@ -145,7 +146,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--questions", type=Path, help="file of questions (JSON lines, JSON or YAML)")
     parser.add_argument("--node", default=DEFAULT_NODE, help=f"the node's full name (default {DEFAULT_NODE})")
-    parser.add_argument("--action", action="store_true", help="use the ~/answer action and print its stages")
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument(
+        "--action", action="store_true", help="use the ~/answer action and print its stages"
+    )
+    transport.add_argument(
+        "--topic", action="store_true", help="publish on ~/question and take the answer from ~/answers"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
     parser.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the node to appear")
     parser.add_argument("--json", action="store_true", help="print one JSON object per answer")
@@ -178,7 +185,7 @@ def run_ask(args: argparse.Namespace) -> int:
     client = SpatialClient(args.node, collect_images=args.report is not None)
     try:
         try:
-            client.wait_for_node(args.wait, action=args.action)
+            client.wait_for_node(args.wait, action=args.action, topic=args.topic)
         except NodeNotFoundError as exc:
             print(f"embodied-r ask: error: {exc}", file=sys.stderr)
             return 2
@@ -195,6 +202,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 question.options,
                 question.window_s or args.window,
                 use_action=args.action,
+                use_topic=args.topic,
                 timeout_s=args.timeout,
                 on_feedback=feedback,
                 image_wait_s=IMAGE_WAIT_S if args.report else 0.0,

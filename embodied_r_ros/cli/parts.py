@@ -40,6 +40,10 @@ def load_pipeline(config: PipelineConfig) -> EmbodiedR:
 def node_main(args: Sequence[str] | None = None) -> int:
     """Run the ``embodied_r`` node with the application's perceivers (the ``embodied_r_node`` executable,
     ``python -m embodied_r_ros.cli.parts``); returns its exit code."""
+    from ..ros.allocator import limit_arenas
+
+    # Before rclpy is imported: its import starts threads, each with a malloc arena of its own.
+    limit_arenas()
     from ..ros.node_main import main
 
     return main(args, perceivers=perceivers())

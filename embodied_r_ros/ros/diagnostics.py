@@ -26,8 +26,6 @@ from ..node_config import NodeConfig
 from .node_memory import NodeMemory, memory_values
 from .query_worker import QueryWorker
 
-CAMERA_SILENT_S = 5.0  # /diagnostics warns when no frame came for this long
-
 
 @dataclass(frozen=True)
 class QueryTiming:
@@ -53,7 +51,11 @@ class NodeStats:
     gc_pause_s_max: float = 0.0  # the longest garbage collection (it stops every Python thread)
     gc_cpu_s_max: float = 0.0  # the same collections' CPU time (the wall max includes waits for a core)
     gc_started: tuple[float, float] | None = None
-    dropped: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # camera frames received but not taken, by reason
+    # Pose messages or transforms that could not be used (bad_odometry, bad_tf, ...), by reason.
+    poses_dropped: dict[str, int] = field(default_factory=dict)
+    frames_without_pose: int = 0  # camera frames taken that TF gave no pose (pose.source tf)
+    last_pose_wall: float | None = None  # monotonic time of the newest usable pose
     ingest_s_total: float = 0.0
     ingest_count: int = 0
     ingest_s_max: float = 0.0
@@ -68,8 +70,19 @@ class NodeStats:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def drop(self, reason: str) -> None:
+        """A camera frame received but not taken, for ``reason``."""
         with self.lock:
             self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def drop_pose(self, reason: str) -> None:
+        """A pose message or a transform that could not be used, for ``reason``."""
+        with self.lock:
+            self.poses_dropped[reason] = self.poses_dropped.get(reason, 0) + 1
+
+    def frame_without_pose(self) -> None:
+        """A camera frame taken without a pose (TF had none at its stamp)."""
+        with self.lock:
+            self.frames_without_pose += 1
 
     def gc_callback(self, phase: str, info: dict[str, Any]) -> None:
         """A ``gc.callbacks`` entry: the longest pause of the garbage collector (it holds every thread)."""
@@ -114,6 +127,9 @@ class NodeView:
     worker: QueryWorker | None = None
     perception: str | None = None  # the pipeline's perception, for "vlm"
     memory: NodeMemory | None = None
+    # Per input (camera, poses): "ok", "off", "not subscribed" or what is wrong (input_watch)
+    inputs: dict[str, str] = field(default_factory=dict)
+    input_problems: dict[str, str] = field(default_factory=dict)  # the inputs that are wrong: their problem
 
 
 def rss_bytes() -> int:
@@ -133,6 +149,7 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
     config, served = view.config, view.history is not None
     with stats.lock:
         dropped = dict(stats.dropped)
+        poses_dropped, without_pose = dict(stats.poses_dropped), stats.frames_without_pose
         outcomes = dict(stats.outcomes)
         mean_ms = 1e3 * stats.ingest_s_total / stats.ingest_count if stats.ingest_count else 0.0
         max_ms, last_wall, latency = 1e3 * stats.ingest_s_max, stats.last_frame_wall, stats.last_latency_s
@@ -144,10 +161,14 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
     if state != "active":
         level = DiagnosticStatus.WARN
         message = f"{state}" + (f": configure failed: {view.failure}" if view.failure else "")
+    elif "camera" in view.input_problems:
+        level, message = DiagnosticStatus.WARN, view.input_problems["camera"]
     elif last_wall is None:
         level, message = DiagnosticStatus.WARN, f"no camera frames on {view.camera_topic} yet"
-    elif time.monotonic() - last_wall > CAMERA_SILENT_S:
-        level, message = DiagnosticStatus.WARN, f"camera silent for {time.monotonic() - last_wall:.0f} s"
+    for key, problem in view.input_problems.items():
+        if key != "camera":
+            level = max(level, DiagnosticStatus.WARN)
+            message += f"; {problem}"
     if state == "active" and qos_count:
         level = DiagnosticStatus.ERROR
         message += (
@@ -173,6 +194,10 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         "frames_lost": stats.frames_lost,
         "frames_published_before_first_received": stats.frames_before_first,
         **{f"frames_dropped.{reason}": count for reason, count in sorted(dropped.items())},
+        "frames_without_pose": without_pose,
+        "poses_dropped": sum(poses_dropped.values()),
+        **{f"poses_dropped.{reason}": count for reason, count in sorted(poses_dropped.items())},
+        **{f"inputs.{key}": state for key, state in view.inputs.items()},
         "camera_qos_incompatible_publishers": qos_count,
         "camera_callback_mean_ms": f"{mean_ms:.3f}",
         "camera_callback_max_ms": f"{max_ms:.3f}",

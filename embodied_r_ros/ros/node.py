@@ -11,10 +11,13 @@ A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names
 - out: ``~/answers`` (SpatialAnswer, every answer), ``~/keyframes`` (sensor_msgs/Image rgb8, one message
   per key frame of each answer, stamped with the frame's own stamp), ``/diagnostics`` (in every state);
 - ``~/reset`` (std_srvs/Trigger) clears the history, and the durable memory unless ``memory.keep_on_reset``;
-- the lifecycle services (``ros2 lifecycle``): configure loads the models and makes the services and
-  publishers, activate subscribes (camera, poses, ``~/question``) and answers, deactivate stops taking
-  frames and questions (the history stays), cleanup frees the models' memory. With ``autostart`` (the
-  default) the node configures and activates itself at start.
+- the lifecycle services (``ros2 lifecycle``): configure loads the models, activate subscribes (camera,
+  poses) and answers, deactivate stops taking frames and questions (the history stays), cleanup frees the
+  models' memory, shutdown ends the process. ``~/ask``, ``~/answer``, ``~/question`` and ``~/answers``
+  exist in every state: a node that is not active answers every question with its state and the
+  transition to make (a topic question on ``~/answers``), and questions still queued at cleanup or
+  shutdown are answered "shutting down". With ``autostart`` (the default) the node configures and
+  activates itself at start.
 
 The node keeps the lifecycle transitions and wires parts that each do one job: :mod:`.node_inputs` (camera,
 poses, /clock, TF -> the history), :mod:`.question_path` (the three transports -> validate -> queue ->
@@ -42,6 +45,7 @@ from ..history import RobotHistory
 from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR
+from .allocator import release_free_memory
 from .answering import Answerer, pre_encoder
 from .diagnostics import DiagnosticsPublisher, NodeStats, NodeView, diagnostic_status
 from .models import ModelLoadError, load_models
@@ -104,7 +108,10 @@ class EmbodiedRNode(LifecycleNode):
         self._failure = ""  # why the last configure failed
         self.inputs = NodeInputs(self, self.params, self.stats, own_threads=camera_thread)
         worker, state = (lambda: self.worker), (lambda: self.lifecycle_state)
-        self.questions = QuestionPath(self, self.params, self.stats, worker, state)
+        self.questions = QuestionPath(
+            self, self.params, self.stats, worker, state, failure=lambda: self._failure
+        )
+        self.questions.open()  # in every state: a question to a node that is not active hears why
         # More executor threads than questions that can wait at once, so the camera never starves.
         self.executor_threads = max(8, config.query.queue_length + 6)
         self.diagnostics_publisher = DiagnosticsPublisher(
@@ -193,17 +200,17 @@ class EmbodiedRNode(LifecycleNode):
         worker: QueryWorker[QueuedQuestion] = QueryWorker(
             answerer, queue_length=config.query.queue_length, on_finished=self.questions.finished
         )
-        self.questions.open()
+        self.questions.configure()
         reset = self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.questions.group)
         return Served(pipeline, owns, history, worker, memory, reset, pre_encoder(pipeline, history))
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Subscribe to the camera, the poses and ``~/question``; answer questions."""
+        """Subscribe to the camera and the poses; answer questions."""
         served = self.served
         assert served is not None  # the state machine activates only a configured node
         on_keyframe = functools.partial(self._on_keyframe, served)
         self.inputs.start(served.history, on_keyframe, on_restart=served.worker.clear_idle)
-        self.questions.subscribe()
+        self.questions.accept()
         self.get_logger().info(
             f"active: {self.inputs.description}; ask on {self.resolve_service_name('~/ask')}"
         )
@@ -222,9 +229,17 @@ class EmbodiedRNode(LifecycleNode):
         return super().on_cleanup(state)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop and free everything (questions still queued are answered "shutting down"); the node's
+        process (:mod:`.node_main`) ends once the node is finalized."""
         self._stop_inputs()
         self._release()
+        self.get_logger().info("shut down (lifecycle shutdown): finalized")
         return super().on_shutdown(state)
+
+    @property
+    def finalized(self) -> bool:
+        """True once the shutdown transition finished: nothing is served any more."""
+        return self.lifecycle_state == "finalized"
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.get_logger().error(f"error in state {state.label}: releasing everything (configure to retry)")
@@ -233,18 +248,19 @@ class EmbodiedRNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def _stop_inputs(self) -> None:
-        self.questions.unsubscribe()
+        self.questions.refuse()
         self.inputs.stop()
 
     def _release(self) -> None:
-        """Close the worker (questions in it end "shutting down"), destroy the services and publishers and
-        close the models this node loaded, returning their memory (GPU memory too)."""
+        """Close the worker (questions in it are answered "shutting down", on ``~/answers`` too), destroy
+        what configure made and close the models this node loaded, returning their memory (GPU memory too,
+        and the C allocator's free pages)."""
         served, self.served = self.served, None
         if served is None:
             return
         served.worker.close(timeout=1.0)
         served.memory.close()  # commits what is queued
-        self.questions.close()
+        self.questions.cleanup()
         self.destroy_service(served.reset_service)
         if served.owns_pipeline:
             served.pipeline.close()
@@ -254,6 +270,7 @@ class EmbodiedRNode(LifecycleNode):
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
+        release_free_memory()
 
     def destroy_node(self) -> None:
         """Stop taking frames, close the query worker and free the models (a generation in flight is left
@@ -262,6 +279,7 @@ class EmbodiedRNode(LifecycleNode):
         if getattr(self, "questions", None) is not None:
             self._stop_inputs()
             self._release()
+            self.questions.close()
         if getattr(self, "inputs", None) is not None:
             self.inputs.close()
         if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
@@ -317,6 +335,8 @@ class EmbodiedRNode(LifecycleNode):
             worker=served.worker if served else None,
             perception=served.pipeline.perception if served else None,
             memory=served.memory if served else None,
+            inputs=self.inputs.input_states(),
+            input_problems=dict(self.inputs.watch.problems),
         )
         return diagnostic_status(view, self.stats)
 
@@ -326,3 +346,4 @@ class EmbodiedRNode(LifecycleNode):
             # a backlog from before a restart, or after a busy spell
             served.memory.schedule_describer(served.worker)
         self.inputs.warn_if_no_clock()
+        self.inputs.check()  # inputs missing or of another type: logged once, in /diagnostics

@@ -7,10 +7,11 @@ poses; ROS-free). The camera never waits on a model: a new key frame only queues
 from :class:`.pose_source.PoseSource` (``pose.source``: a pose message or TF), also on threads of their own.
 Under ``use_sim_time``, /clock is taken by a thread of its own too.
 
-Bookkeeping of what is missing, for the log and /diagnostics: frames dropped (malformed, stamp jumps, bad
-poses; one throttled warning per reason), frames lost in transport (gaps in the publisher's sequence
-numbers), camera publishers whose QoS cannot match ``camera.qos`` (the fix is logged), and a sim-time
-clock that has not come.
+Bookkeeping of what is missing, for the log and /diagnostics: frames dropped (malformed, stamp jumps; one
+throttled warning per reason), pose messages dropped (bad numbers) and frames kept without a pose (TF had
+none), frames lost in transport (gaps in the publisher's sequence numbers), camera publishers whose QoS
+cannot match ``camera.qos`` (the fix is logged), a sim-time clock that has not come, and inputs that do not
+come at all or come with another type (:mod:`.input_watch`, checked on the diagnostics timer: :meth:`check`).
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ from rclpy.subscription import Subscription
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CompressedImage, Image
 
-from ..frames import Frame
+from ..frames import Frame, Pose
 from ..history import RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
+from ..poses.pose_sources import POSE_SOURCES
 from ..stamp_guard import CONFIRM_FRAMES
 from .deferred_log import DeferredLogger
 from .diagnostics import NodeStats
 from .frame_loss import SequenceGaps
 from .input_thread import SubscriptionThread, close_input, subscribe_input
+from .input_watch import InputCheck, InputWatch, graph_type
 from .messages import stamp_to_ns
 from .params import NodeParameters
-from .pose_source import PoseProblem, PoseSource
+from .pose_source import NO_TF_POSE, PoseProblem, PoseSource
 
 WARN_THROTTLE_S = 5.0  # at most one warning per kind this often
 
@@ -75,6 +78,11 @@ class NodeInputs:
         self._pose_group = MutuallyExclusiveCallbackGroup()
         self._gaps = SequenceGaps()
         self._warned: dict[str, float] = {}  # drop reason -> when it was last warned about
+        self.watch = InputWatch(node)  # inputs missing or of another type (checked on the diagnostics timer)
+        self._active_since: float | None = None  # monotonic time of the activation (None: inactive)
+        self._first_frame: float | None = None  # of the first frame taken since then
+        self._received_at_start = 0  # frames_received at the activation
+        self._no_pose_reason = ""  # why TF gave the newest camera frame without a pose none
         # Warnings from the camera and pose paths: logged by a thread of their own (see deferred_log).
         self._log = DeferredLogger(node.get_logger(), name=f"{node.get_name()}_log")
         self._clock = self._take_clock_on_own_thread()
@@ -131,14 +139,22 @@ class NodeInputs:
             event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch),
             with_info=True,  # the publisher's sequence numbers: frames lost in transport
         )
+        stats, add_pose = self._stats, history.add_pose
+
+        def on_pose(stamp_ns: int, pose: Pose) -> None:
+            stats.last_pose_wall = time.monotonic()  # one writer: the pose thread
+            add_pose(stamp_ns, pose)
+
         self.poses = PoseSource(
             node,
             config.pose,
             self._pose_group,
-            on_pose=history.add_pose,
+            on_pose=on_pose,
             on_problem=self._on_pose_problem,
             own_threads=self._own_threads,  # off the executor too: see input_thread
         )
+        self._active_since, self._first_frame = time.monotonic(), None
+        self._received_at_start, self._no_pose_reason = self._stats.frames_received, ""
         self._target = _Target(history, on_keyframe, on_restart)  # last: frames are taken from here on
 
     @property
@@ -154,7 +170,8 @@ class NodeInputs:
 
     def stop(self) -> None:
         """Deactivate: stop taking frames and poses (joining the input threads)."""
-        self._target = None
+        self._target, self._active_since = None, None
+        self.watch.clear()
         camera, poses, self.camera, self.poses = self.camera, self.poses, None, None
         if camera is not None:
             close_input(self._node, camera)
@@ -208,6 +225,8 @@ class NodeInputs:
                     " restart)",
                 )
             return
+        if self._first_frame is None:
+            self._first_frame = time.monotonic()  # poses are judged from here (input_watch)
         poses = self.poses
         if poses is not None:
             poses.frame_seen(stamp, message.header.frame_id)  # tf: the camera's pose at this stamp
@@ -275,9 +294,82 @@ class NodeInputs:
     # ------------------------------------------------------------------------- poses, clock, warnings
 
     def _on_pose_problem(self, problem: PoseProblem) -> None:
-        """A pose input that cannot be used: dropped and counted, never a failed question later."""
-        self._stats.drop(problem.kind)
+        """A pose input that cannot be used: dropped and counted, never a failed question later. A camera
+        frame TF gave no pose is kept without one: counted, and said by the input watch if no pose comes
+        for ``pose.warn_after_s`` (one frame without a pose among many with one is no news)."""
+        if problem.kind == NO_TF_POSE:
+            self._stats.frame_without_pose()
+            self._no_pose_reason = problem.text
+            return
+        self._stats.drop_pose(problem.kind)
         self._warn_drop(problem.kind, problem.text)
+
+    # -------------------------------------------------------------------------- inputs that do not come
+
+    def check(self) -> dict[str, str]:
+        """Judge the inputs now (the diagnostics timer calls it: graph queries stay off the input
+        threads): log what went missing or came back; returns {input: problem}."""
+        if self._active_since is None or self.camera is None:
+            self.watch.clear()
+            return {}
+        return self.watch.check(self._checks(time.monotonic()))
+
+    def _checks(self, now: float) -> list[InputCheck]:
+        """The active inputs as the watch judges them: the camera, and the poses while frames come."""
+        assert self.camera is not None
+        config, stats = self._params.config, self._stats
+        since = self._active_since if self._active_since is not None else now
+        last_frame = max(since, stats.last_frame_wall or since)
+        received = stats.frames_received - self._received_at_start
+        taken = stats.last_frame_wall is not None and stats.last_frame_wall >= since
+        compressed = self.camera_type is CompressedImage
+        camera = InputCheck(
+            "camera",
+            "camera frames",
+            (self.camera.topic_name,),
+            graph_type(f"sensor_msgs/{self.camera_type.__name__}"),
+            "camera.topic",
+            now - last_frame,
+            config.camera.warn_after_s,
+            detail=f"{received} received, none usable (see frames_dropped)" if received and not taken else "",
+            also=((
+                graph_type("sensor_msgs/Image" if compressed else "sensor_msgs/CompressedImage"),
+                f"camera.compressed {'false' if compressed else 'true'}",
+            ),),
+        )
+        checks = [camera]
+        poses = self.poses
+        if poses is not None and poses.topics:
+            camera_fresh = self._first_frame is not None and camera.silent_s < config.camera.warn_after_s
+            start = self._first_frame or now
+            silent = now - max(start, stats.last_pose_wall or start) if camera_fresh else None
+            if poses.kind.tf:
+                what, type_name, parameter = "camera poses from TF", "tf2_msgs/msg/TFMessage", ""
+                also: tuple[tuple[str, str], ...] = ()
+                detail = self._no_pose_reason
+            else:
+                what, type_name, parameter = "poses", graph_type(poses.kind.message_type), "pose.topic"
+                also = tuple(
+                    (graph_type(kind.message_type), f"pose.source {kind.name}")
+                    for kind in POSE_SOURCES.values()
+                    if kind.message_type and kind.name != poses.source
+                )
+                detail = ""
+            checks.append(
+                InputCheck(
+                    "poses", what, poses.topics, type_name, parameter, silent, config.pose.warn_after_s,
+                    detail=detail, also=also,
+                )
+            )  # fmt: skip
+        return checks
+
+    def input_states(self) -> dict[str, str]:
+        """Per input, for /diagnostics: "ok", its problem, "off" (no pose source) or "not subscribed"."""
+        if self._active_since is None:
+            return {"camera": "not subscribed", "poses": "not subscribed"}
+        problems = self.watch.problems
+        poses = "off" if self.poses is None or not self.poses.topics else problems.get("poses", "ok")
+        return {"camera": problems.get("camera", "ok"), "poses": poses}
 
     def clock_problem(self) -> str:
         """Why the node's clock cannot stamp yet ("" when it can): sim time on and no /clock so far."""

@@ -1,5 +1,6 @@
-"""The node as a process (executable ``embodied_r_node``): run :class:`~.node.EmbodiedRNode` until SIGINT or
-SIGTERM, on a multi-threaded executor, and shut it down so that questions in flight still get their reply."""
+"""The node as a process (executable ``embodied_r_node``): run :class:`~.node.EmbodiedRNode` until SIGINT,
+SIGTERM or its lifecycle shutdown transition, on a multi-threaded executor, and shut it down so that
+questions in flight still get their reply."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Sequence
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
@@ -32,9 +34,10 @@ SWITCH_INTERVAL_S = 0.001
 
 
 def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) -> int:
-    """Run the node until SIGINT or SIGTERM (or the context's shutdown); returns the exit code (0; 1: bad
-    parameters or models). ``perceivers``: what ``perception.perceiver`` may name (the application's
-    registry, see ``embodied_r_ros.cli.parts``).
+    """Run the node until SIGINT or SIGTERM, its shutdown transition (``ros2 lifecycle set /embodied_r
+    shutdown``) or the context's shutdown; returns the exit code (0; 1: bad parameters or models).
+    ``perceivers``: what ``perception.perceiver`` may name (the application's registry, see
+    ``embodied_r_ros.cli.parts``).
 
     A launch system stops a node with SIGINT, then SIGTERM: either ends the node within seconds, exit 0, no
     traceback. Questions in flight are answered ``success=false, "shutting down"`` while the node can
@@ -60,7 +63,8 @@ def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) ->
         # A timed wait: the signal may reach another thread (DDS, the camera), and an untimed wait on the
         # main thread is then not interrupted; Python runs the handler only when this thread wakes.
         while not stop.wait(SIGNAL_POLL_S):
-            pass
+            if node.finalized:  # the shutdown transition: its reply goes out while the context lives
+                break
         node.get_logger().info("shutting down")
         worker = node.worker
         if worker is not None:
@@ -88,7 +92,15 @@ def main(args: Sequence[str] | None = None, *, perceivers: PerceiverRegistry) ->
 def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
     """Spin until the executor or the context shuts down; then end :func:`main`'s wait."""
     try:
-        executor.spin()
+        while True:
+            try:
+                executor.spin()
+                return
+            except InvalidHandle:
+                # An entity destroyed while the executor built its wait set (a lifecycle transition
+                # destroying a publisher's QoS event handler: rclpy adds a waitable to the wait set even
+                # when entering it failed). The executor starts a new wait set on the next spin.
+                continue
     except (KeyboardInterrupt, ExternalShutdownException, RCLError):
         pass  # a context shut down from outside, or a wait set torn down by the shutdown itself
     finally:

@@ -42,13 +42,14 @@ if TYPE_CHECKING:
 
 # Queue depth of a pose-message subscription (best effort: takes reliable publishers too).
 POSE_QOS_DEPTH = 50
-NO_TF_POSE = "no_tf_pose"  # the drop counter of camera frames that TF gave no pose
+NO_TF_POSE = "no_tf_pose"  # a camera frame TF gave no pose (kept without one: frames_without_pose)
 
 
 @dataclass(frozen=True)
 class PoseProblem:
-    """A pose input dropped: ``kind`` counts it (bad_odometry, bad_pose, bad_pose_with_covariance, bad_tf,
-    no_tf_pose), ``text`` says what and how to fix it."""
+    """A pose input that could not be used: ``kind`` says which (bad_odometry, bad_pose,
+    bad_pose_with_covariance, bad_tf: a message or transform dropped; no_tf_pose: a camera frame TF gave no
+    pose, kept without one), ``text`` says what and how to fix it."""
 
     kind: str
     text: str
@@ -128,6 +129,13 @@ class PoseSource:
             camera = self.config.camera_frame or "the images' frame"
             return f"TF {self.config.odom_frame} -> {camera} from {TF_TOPIC} and {TF_STATIC_TOPIC}"
         return "off"
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The resolved topics it listens to (none for ``none``)."""
+        if self._subscription is not None:
+            return (self._subscription.topic_name,)
+        return self._tf.topics if self._tf is not None else ()
 
     # ------------------------------------------------------------------------------ message sources
 

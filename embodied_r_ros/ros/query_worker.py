@@ -13,10 +13,12 @@ Rules:
   dropped. The handler reports its stages through :meth:`QueryJob.report`, which raises
   :class:`QueryAbandoned` once the job is abandoned or past its deadline, so the next stage (e.g. the LM
   after the VLM) is skipped. Later jobs run as soon as the worker is free, each within its own deadline.
-- ``on_finished(job)`` runs on the worker thread for every job that leaves the queue (ran, or expired
-  waiting), before a waiting caller is woken; ``job.delivered`` tells whether the job ran to the end with
-  nobody giving up on it, i.e. whether to publish its result. Jobs a caller abandoned while they waited
-  in the queue never reach it.
+- ``on_finished(job)`` runs once for every job that leaves the queue (ran, or expired waiting): on the
+  worker thread, before a waiting caller is woken; ``job.delivered`` tells whether the job ran to the end
+  with nobody giving up on it, i.e. whether to publish its result. Jobs a caller abandoned while they
+  waited in the queue never reach it. :meth:`QueryWorker.close` runs it at once, on the closing thread,
+  for the jobs it abandons (queued or running): their askers hear "shutting down" before the caller of
+  ``close`` tears down what replies (a publisher at cleanup).
 - Idle tasks (:meth:`QueryWorker.submit_idle`, e.g. encoding new key frames ahead of questions) run only
   when no job waits, on the same thread, so they never run concurrently with a query's model calls.
 
@@ -67,6 +69,7 @@ class QueryJob(Generic[Payload]):
         self.error: BaseException | None = None
         self.started: float | None = None
         self.finished: float | None = None
+        self._reported = False  # on_finished ran for it (once: the worker thread or close)
         self._done = threading.Event()
         # Progress events; None wakes a waiter in next_event when the job ends.
         self._events: queue.SimpleQueue[tuple[str, float] | None] = queue.SimpleQueue()
@@ -200,15 +203,17 @@ class QueryWorker(Generic[Payload]):
             self._idle.clear()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop taking questions: the queued and the running one are abandoned as SHUTDOWN (their callers
-        are answered at once; a generation in flight finishes on the daemon thread, its answer dropped);
-        waits up to ``timeout`` for the thread."""
+        """Stop taking questions: the queued and the running one are abandoned as SHUTDOWN and reported to
+        ``on_finished`` now, on this thread (their callers are answered at once; a generation in flight
+        finishes on the daemon thread, its answer dropped); waits up to ``timeout`` for the thread."""
         with self._cond:
             self._stopped = True
-            pending = [*self._queue, *([self._running] if self._running is not None else [])]
+            pending = [*([self._running] if self._running is not None else []), *self._queue]  # arrival order
+            self._queue.clear()
             self._cond.notify_all()
         for job in pending:
             self.abandon(job, SHUTDOWN)
+            self._report(job)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
@@ -243,13 +248,20 @@ class QueryWorker(Generic[Payload]):
                 continue
             if job.state == RUNNING:
                 self._run(job)
-            if self._on_finished is not None:
-                try:
-                    self._on_finished(job)
-                except Exception:
-                    logger.warning("on_finished of query %s failed", job.id, exc_info=True)
+            self._report(job)
             # Set last, so that what on_finished publishes goes out before the caller gets the answer.
             job._end()
+
+    def _report(self, job: QueryJob) -> None:
+        """``on_finished(job)``, once per job (the worker thread and :meth:`close` may both get here)."""
+        with self._cond:
+            if job._reported or self._on_finished is None:
+                return
+            job._reported = True
+        try:
+            self._on_finished(job)
+        except Exception:
+            logger.warning("on_finished of query %s failed", job.id, exc_info=True)
 
     def _run(self, job: QueryJob) -> None:
         try:

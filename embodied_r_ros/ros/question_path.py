@@ -20,8 +20,12 @@ All three transports go through :meth:`QuestionPath.ask`, top to bottom; they di
    result) reads it when the job ends; the topic's asker hears of a failure on ``~/answers`` under its
    ``query_id``. A caller that gives the question up (cancel, deadline, shutdown) settles it itself.
 
-Service and action callbacks (a reentrant group) only wait for their job; configure makes the services and
-publishers (:meth:`open`), activate subscribes ``~/question`` (:meth:`subscribe`).
+Service and action callbacks (a reentrant group) only wait for their job. The three transports and
+``~/answers`` exist in every lifecycle state (:meth:`open`, when the node is made): a question to a node that
+is not active is answered at step 2 with its state and the transition that fixes it, on every transport (a
+topic question on ``~/answers``), so an asker tells a node that is unconfigured, inactive or busy
+configuring from one that is absent. Configure makes ``~/keyframes`` (:meth:`configure`), activate lets
+questions through (:meth:`accept`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, Callable, Iterator
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
@@ -54,12 +59,14 @@ from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryWorker, Q
 from .questions import Outcome, QueryRequest, QueuedQuestion, Reply, RequestTooLargeError, check_size
 
 INACTIVE = "inactive"  # the status of a question asked while the node is not active
+ANSWERS_FLUSH_S = 1.0  # at most this long for ~/answers' subscribers to take the last replies, before it goes
 
 
 class QuestionPath:
     """Serves questions on ``node`` (see the module docstring). ``worker()`` is the configured node's query
-    worker (None: not configured, every question is answered "inactive"), whose ``on_finished`` is
-    :meth:`finished`; ``lifecycle_state()`` names the node's state in that answer."""
+    worker (None: not configured, every question is answered with the node's state), whose
+    ``on_finished`` is :meth:`finished`; ``lifecycle_state()`` names the node's state in that answer and
+    ``failure()`` why its last configure failed ("" when it did not)."""
 
     def __init__(
         self,
@@ -68,14 +75,15 @@ class QuestionPath:
         stats: NodeStats,
         worker: Callable[[], QueryWorker[QueuedQuestion] | None],
         lifecycle_state: Callable[[], str],
+        failure: Callable[[], str] = lambda: "",
     ) -> None:
         self._node, self._params, self._stats = node, params, stats
-        self._worker, self._lifecycle_state = worker, lifecycle_state
+        self._worker, self._lifecycle_state, self._failure = worker, lifecycle_state, failure
         self.group = ReentrantCallbackGroup()  # the callbacks that wait for a question's job
-        self._services: list[Any] = []  # configured: ~/ask and the ~/answer action server
-        self._answers: Any = None  # configured: ~/answers
+        self._services: list[Any] = []  # open: ~/ask and the ~/answer action server
+        self._answers: Any = None  # open: ~/answers
+        self._topic: Any = None  # open: ~/question
         self._keyframes: Any = None  # configured: ~/keyframes
-        self._topic: Any = None  # active: ~/question
         self._accepting = False  # active
         self._asks = threading.Condition()  # ask() calls in flight, waited for at shutdown
         self._asks_in_flight = 0
@@ -84,7 +92,7 @@ class QuestionPath:
     # ---------------------------------------------------------------------------------- lifecycle
 
     def open(self) -> None:
-        """Configure: the services and publishers."""
+        """When the node is made: the services, ``~/question`` and ``~/answers``, for every state."""
         node, group = self._node, self.group
         self._services = [
             node.create_service(AskSpatial, "~/ask", self._on_ask, callback_group=group),
@@ -98,39 +106,52 @@ class QuestionPath:
                 callback_group=group,
             ),
         ]
-        self._answers = node.create_lifecycle_publisher(SpatialAnswer, "~/answers", 10)
+        # A plain publisher, not a lifecycle one: an inactive node still says why on ~/answers.
+        self._answers = node.create_publisher(SpatialAnswer, "~/answers", 10)
+        self._topic = node.create_subscription(
+            SpatialQuestion, "~/question", self._on_question, 10, callback_group=group
+        )
+
+    def configure(self) -> None:
+        """Configure: ``~/keyframes`` (a lifecycle publisher: it publishes while active)."""
         # Transient local: a viewer (`embodied-r ask --report`) subscribing late still gets the evidence.
         depth = self._params.config.keyframes.max_keyframes
-        self._keyframes = node.create_lifecycle_publisher(
+        self._keyframes = self._node.create_lifecycle_publisher(
             Image, "~/keyframes", QoSProfile(depth=depth, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         )
 
-    def subscribe(self) -> None:
-        """Activate: take questions, ``~/question`` too."""
-        self._topic = self._node.create_subscription(
-            SpatialQuestion, "~/question", self._on_question, 10, callback_group=self.group
-        )
+    def accept(self) -> None:
+        """Activate: questions go to the worker."""
         self._accepting = True
 
-    def unsubscribe(self) -> None:
-        """Deactivate: every question is answered "inactive" from now on."""
+    def refuse(self) -> None:
+        """Deactivate: every question is answered with the node's state from now on."""
         self._accepting = False
-        if self._topic is not None:
-            self._node.destroy_subscription(self._topic)
-            self._topic = None
+
+    def cleanup(self) -> None:
+        """Cleanup (after the worker closed and its questions were answered): destroy ``~/keyframes``."""
+        keyframes, self._keyframes = self._keyframes, None
+        if keyframes is not None:
+            self._node.destroy_lifecycle_publisher(keyframes)
 
     def close(self) -> None:
-        """Cleanup (after the worker closed): destroy the services and publishers."""
+        """The node is destroyed: after a moment for the last replies on ``~/answers`` to be taken, destroy
+        the services, the subscription and the publishers."""
+        self.refuse()
+        self.cleanup()
         for entity in self._services:
             if isinstance(entity, ActionServer):
                 entity.destroy()
             else:
                 self._node.destroy_service(entity)
         self._services = []
-        answers, keyframes, self._answers, self._keyframes = self._answers, self._keyframes, None, None
-        for publisher in (answers, keyframes):
-            if publisher is not None:
-                self._node.destroy_lifecycle_publisher(publisher)
+        topic, answers, self._topic, self._answers = self._topic, self._answers, None, None
+        if topic is not None:
+            self._node.destroy_subscription(topic)
+        if answers is not None:
+            with contextlib.suppress(Exception):  # a context already shut down: nothing to flush
+                answers.wait_for_all_acked(Duration(seconds=ANSWERS_FLUSH_S))
+            self._node.destroy_publisher(answers)
 
     # ------------------------------------------------------------------------------------ the path
 
@@ -179,11 +200,25 @@ class QuestionPath:
             self._settle_job(job)
 
     def _inactive_reason(self) -> str:
-        state = self._lifecycle_state()
-        fix = "activate" if state == "inactive" else "configure, then activate"
-        return (
-            f"the node is {state}, not taking questions: {fix} it "
-            f"(ros2 lifecycle set {self._node.get_fully_qualified_name()} {fix.split(',')[0]})"
+        """Why the node does not take a question now, and the transition that fixes it."""
+        name, state = self._node.get_fully_qualified_name(), self._lifecycle_state()
+        if state == "unconfigured":
+            failure = self._failure()
+            failed = f" (its last configure failed: {failure})" if failure else ""
+            return (
+                f"the node {name} is unconfigured{failed}, not taking questions: configure and activate it "
+                f"(ros2 lifecycle set {name} configure, then activate)"
+            )
+        if state == "inactive":
+            return (
+                f"the node {name} is inactive, not taking questions: activate it "
+                f"(ros2 lifecycle set {name} activate)"
+            )
+        if state == "finalized":
+            return f"the node {name} is finalized (shut down), not taking questions: start it again"
+        return (  # a transition under way: configuring (the models load), activating, cleaningup, ...
+            f"the node {name} is {state} (a lifecycle transition is under way), not taking questions yet: "
+            "ask again when it is active"
         )
 
     # Steps 1 and 6 of each transport.

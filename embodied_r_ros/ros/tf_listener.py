@@ -114,6 +114,11 @@ class TfListener:
                 self._on_refused(f"{TF_STATIC_TOPIC if static else TF_TOPIC}: {refused}")
         self._on_update()
 
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The resolved topics it listens to (remappings applied)."""
+        return tuple(subscription.topic_name for subscription in self._subscriptions)
+
     def destroy(self) -> None:
         """Remove the subscriptions from the node."""
         for subscription in self._subscriptions:
