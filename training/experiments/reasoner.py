@@ -170,8 +170,15 @@ class Runs:
         self.out, self.args, self.data, self.stages, self.kept, self.ids = out, args, data, stages, kept, ids
         self.found: dict[tuple[str, str], Path] = {}
         self.keys: dict[tuple[str, str], StageKey] = {}
+        self.configs: dict[tuple[str, str], Any] = {}
 
     def config(self, env: str, method: str) -> Any:
+        """The resolved training config of run ``METHOD_ENV`` (read once)."""
+        if (env, method) not in self.configs:
+            self.configs[(env, method)] = self._config(env, method)
+        return self.configs[(env, method)]
+
+    def _config(self, env: str, method: str) -> Any:
         from embodied_r_training.rl.train_config import load_train_config
 
         run_dir = self.out / "runs" / f"{method}_{env}"
@@ -224,6 +231,8 @@ class Runs:
         is not there (or another key made it); its key is kept as a record (the weights are not)."""
         from embodied_r_training.rl.outputs import NODE_PARAMS
 
+        if (env, method) in self.found:
+            return self.found[(env, method)]
         name, key = f"{method}_{env}", self.key(env, method)
         final = self.out / "runs" / name / "final"
         if not (final / NODE_PARAMS).is_file() or self.kept.why_invalid(final.parent, key) is not None:
@@ -234,6 +243,7 @@ class Runs:
             json.dumps({"weights": "not kept (too large for git): train them with reasoner.py"}) + "\n"
         )
         self.kept.keep("models", name, key, {FULL_MODEL_RECORD: record / FULL_MODEL_RECORD})
+        self.found[(env, method)] = final
         return final
 
     def train(self, env: str, method: str) -> None:
@@ -331,21 +341,20 @@ def main_systems(
     }
 
 
-def write_goals(out: Path, test: Path, evals: dict[str, Path]) -> dict[str, Any]:
+def write_goals(out: Path, test: Path, loaded: dict[str, Any]) -> dict[str, Any]:
     """The goals a reasoner must meet beside the blind rows (:mod:`embodied_r_training.eval.goals`) for the
-    SFT and GRPO rows: ``OUT/tables/main/goals.md``; returns them for the summary."""
+    SFT and GRPO rows (``loaded``: the main table's runs by name): ``OUT/tables/main/goals.md``; returns them
+    for the summary."""
     from dataclasses import asdict
 
-    from embodied_r_training.eval.compare import load_run
     from embodied_r_training.eval.goals import check_goals, goals_markdown
 
     lines = (test / "test.jsonl").read_text(encoding="utf-8").splitlines()
     options = {row["id"]: row.get("options") or [] for row in map(json.loads, filter(None, lines))}
-    blind = [load_run(f"{LABELS[k]}={evals[k]}") for k in BLIND]
-    options_only = next(run for run in blind if run.label == LABELS["options_only"])
+    blind = [loaded[k] for k in BLIND]
     found, texts = {}, []
     for name in ("sft", "grpo"):
-        checks = check_goals(load_run(f"{LABELS[name]}={evals[name]}"), blind, options_only, options)
+        checks = check_goals(loaded[name], blind, loaded["options_only"], options)
         found[name] = [asdict(c) for c in checks]
         texts.append(goals_markdown(LABELS[name], checks))
     (out / "tables" / "main" / "goals.md").write_text("\n".join(texts), encoding="utf-8")
@@ -473,14 +482,12 @@ def main() -> int:
             k: evaluate(out, data["test_all"], k, make(), flags, stages, kept, ids)
             for k, make in systems.items()
         }
-        result = compare(
-            [load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS],
-            [LABELS["sft"], LABELS["options_only"]],
-            [LABELS[k] for k in BLIND],
-        )
+        loaded = {k: load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS}
+        result = compare(list(loaded.values()), [LABELS["sft"], LABELS["options_only"]],
+                         [LABELS[k] for k in BLIND])  # fmt: skip
         files = write_comparison(result, out / "tables" / "main")
         summary["tables"]["main"] = result
-        summary["goals"] = write_goals(out, data["test_all"], evals)
+        summary["goals"] = write_goals(out, data["test_all"], loaded)
         if not args.no_keep:
             summary["shipped"] = ship(out, args.results.resolve(), runs, evals)
         args.figures.mkdir(parents=True, exist_ok=True)

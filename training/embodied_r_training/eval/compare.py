@@ -58,7 +58,7 @@ class Run:
         """The mean score per task and form ("abs_distance (numeric)") over ``ids``, unrounded."""
         groups: dict[str, list[float]] = {}
         for i in ids:
-            groups.setdefault(_task_key(self.predictions[i]), []).append(float(self.predictions[i]["score"]))
+            groups.setdefault(task_key(self.predictions[i]), []).append(float(self.predictions[i]["score"]))
         return {task: sum(values) / len(values) for task, values in groups.items()}
 
     @property
@@ -67,7 +67,8 @@ class Run:
         return self.metrics.get("system") in BLIND_SYSTEMS
 
 
-def _task_key(prediction: dict[str, Any]) -> str:
+def task_key(prediction: dict[str, Any]) -> str:
+    """A prediction's task and form as tables name them: "abs_distance (numeric)"."""
     return f"{prediction['task']} ({prediction['form']})"
 
 
@@ -124,7 +125,7 @@ def best_blind(blind: list[Run], ids: list[str]) -> dict[str, dict[str, Any]]:
 def best_blind_scores(runs: list[Run], best: dict[str, dict[str, Any]], ids: list[str]) -> list[float]:
     """Per question of ``ids``, the score of its task's best blind run (:func:`best_blind`)."""
     by_label = {r.label: r for r in runs}
-    return [float(by_label[best[_task_key(p)]["label"]].predictions[i]["score"])
+    return [float(by_label[best[task_key(p)]["label"]].predictions[i]["score"])
             for i, p in ((i, runs[0].predictions[i]) for i in ids)]  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from embodied_r_ros.question_file import MC, NUMERIC
 from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 
 # The environments ids name: "indoor-seed4001-scene_0000-000" (synth), "indoor/indoor-seed..." (joined sets).
@@ -32,7 +33,6 @@ ENVIRONMENTS = ("indoor", "outdoor")
 POOLED = "all"  # every environment together: a record's environment when neither field nor id says it
 STATISTICS = ("mean", "median", "mode")
 LETTER = "most frequent letter"  # a multiple-choice constant's statistic
-MC, NUMERIC = "mc", "numeric"
 
 Group = tuple[str, str, str]  # (task, form, environment)
 

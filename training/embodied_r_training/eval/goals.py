@@ -26,7 +26,7 @@ from typing import Any
 from embodied_r_ros.reasoning.answers import parse_completion
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 
-from .compare import MC, NUMERIC, Run, best_blind, best_blind_scores
+from .compare import MC, NUMERIC, Run, best_blind, best_blind_scores, task_key
 
 # Tasks whose answer combines values from more than one key frame (the oracle adds, subtracts, multiplies).
 COMBINING = ("abs_distance", "ego_distance", "ego_turn", "object_count", "room_size", "route", "ego_altitude")
@@ -95,7 +95,7 @@ def check_goals(
     checks.append(GoalCheck("multiple choice, overall", accuracy, goals.mc_overall,
                             accuracy is not None and accuracy >= goals.mc_overall))  # fmt: skip
     ours, blind_reader = system.task_scores(mc), options_only.task_scores(mc)
-    sizes = Counter(f"{predictions[i]['task']} ({MC})" for i in mc)
+    sizes = Counter(task_key(predictions[i]) for i in mc)
     for task in sorted(t for t, n in sizes.items() if n >= goals.min_task_questions):
         target = blind_reader[task] + goals.mc_over_options_only
         checks.append(GoalCheck(f"{task}: over options-only + {100 * goals.mc_over_options_only:.0f}",
