@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .cameras import CameraListError, CameraSpec, parse_cameras
 from .config import (
     MODEL_SOURCE,
     Alias,
     BufferConfig,
+    ConfigError,
     KeyFrameConfig,
     ModelConfig,
     PerceptionConfig,
@@ -300,6 +302,21 @@ class NodeConfig:
     """Everything the ROS node is configured with: its inputs, its query service and the pipeline."""
 
     camera: CameraConfig = section(CameraConfig)
+    cameras: str = param(
+        "",
+        "several cameras sharing this node's VLM and LM: NAME=TOPIC entries separated by spaces or commas, "
+        "each TOPIC optionally followed by :compressed or :raw and :sensor_data or :reliable (default: "
+        "camera.compressed, camera.qos), e.g. 'front=/drone/front/image_raw down=/drone/down/image_raw"
+        ":compressed'; the other camera.* settings apply to each. A question names a camera or asks over "
+        "all; each camera has its own memory file (<memory>.<NAME>.sqlite). Poses are the body's: with "
+        "pose.source tf set pose.camera_frame to the body frame. Empty = one camera, camera.topic",
+        launch=Alias(
+            "cameras", "several cameras: NAME=TOPIC[:compressed][:reliable] ... (parameter cameras)"
+        ),
+        flag=Alias(
+            "--cameras", "several cameras: 'NAME=TOPIC[:compressed][:reliable] ...' (parameter cameras)"
+        ),
+    )
     pose: PoseConfig = section(PoseConfig)
     query: QueryConfig = section(QueryConfig)
     perception: PerceptionConfig = section(PerceptionConfig)
@@ -345,6 +362,21 @@ class NodeConfig:
     def __post_init__(self) -> None:
         require(self.diagnostics_period_s > 0, "diagnostics_period_s must be > 0 seconds")
         require(self.torch_threads >= 0, "torch_threads must be >= 0 (0 = all cores but one)")
+        try:
+            named = parse_cameras(self.cameras)
+        except CameraListError as exc:
+            raise ConfigError(str(exc)) from None
+        require(
+            not named or self.pose.source != "tf" or bool(self.pose.camera_frame.strip()),
+            "with several cameras (cameras) and pose.source tf, set pose.camera_frame to the robot's body "
+            "frame (e.g. base_link): the motion between key frames of different cameras is the body's",
+        )
+
+    def camera_specs(self) -> list[CameraSpec]:
+        """The node's cameras: those of ``cameras``, or the one camera of ``camera.*`` (named "")."""
+        camera = self.camera
+        named = parse_cameras(self.cameras, camera.compressed, camera.qos)
+        return named or [CameraSpec("", camera.topic, camera.compressed, camera.qos)]
 
     def pipeline(self) -> PipelineConfig:
         """The core pipeline's part of this configuration."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .backends import BackendError, load_role
 from .backends.base import MeasuresPrompts
+from .cameras import label_cameras
 from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
@@ -88,11 +89,14 @@ class EmbodiedR:
         keyframes: Sequence[KeyFrame] | None = None,
         on_progress: ProgressCallback | None = None,
         mission_origin_ns: int | None = None,
+        cameras: Mapping[int, str] | None = None,
     ) -> Answer:
         """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first).
 
         ``mission_origin_ns`` (given for an answer from a memory search) starts each observation with its
         key frame's time since that stamp and its position (:mod:`~embodied_r_ros.memory.mission_time`).
+        ``cameras`` (key frames of several cameras, merged by :func:`~embodied_r_ros.cameras.merge_keyframes`)
+        starts each observation with the camera its key frame came from, by stamp.
 
         When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
         observations, see :mod:`~embodied_r_ros.reasoning.prompt_fit`); the answer's ``notes`` say what was
@@ -114,6 +118,8 @@ class EmbodiedR:
         start = time.perf_counter()
         descriptions = self.perceiver.describe(keyframes, question, options)
         perception_s = time.perf_counter() - start
+        if cameras:
+            descriptions = label_cameras(descriptions, cameras)
         if mission_origin_ns is not None:
             descriptions = place_in_mission(descriptions, keyframes, mission_origin_ns)
 

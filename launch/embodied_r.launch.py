@@ -4,6 +4,11 @@
         camera_topic:=/drone/camera/image_raw compressed:=true odometry_topic:=/drone/odom \\
         vlm:=Qwen/Qwen2.5-VL-7B-Instruct lm:=$HOME/models/reasoner device:=cuda namespace:=drone1
 
+Several cameras share one node's VLM and LM: ``cameras:="front=/drone/front/image_raw
+down=/drone/down/image_raw:compressed"``. One node per camera instead (each loads its own models):
+launch this file once per camera with its own ``name:=`` (``name:=front_reasoner camera_topic:=...``);
+the config file's parameters reach a node of any name (:func:`file_parameters`).
+
 Parameters come from ``config_file`` (default: this package's config/embodied_r.yaml, every default
 listed), then from the arguments that set parameters (:data:`ARGUMENTS`; ``--show-args`` lists them)
 that are not empty; an empty argument keeps the file's value. ``pose_source:=`` odometry, pose,
@@ -64,13 +69,34 @@ def _choices(argument):
     return ["", *argument.choices] if argument.choices else None
 
 
+def file_parameters(path, node_name):
+    """The parameters a parameters YAML gives node ``node_name``: the ``ros__parameters`` of its sections
+    for every node (``/**``), for the default name (``embodied_r``, ``/**/embodied_r``: this package's
+    file) and for ``node_name`` itself, in that order. A node launched under another name would not match
+    the default name's section, and would silently run on the defaults."""
+    import yaml
+
+    with open(path) as file:
+        sections = yaml.safe_load(file) or {}
+
+    def rank(key):
+        base = key.rstrip("/").rsplit("/", 1)[-1]
+        return 0 if key in ("/**", "**") else 1 if base == NODE_NAME else 2 if base == node_name else None
+
+    parameters = {}
+    for key in sorted((k for k in sections if rank(k) is not None), key=rank):
+        parameters.update((sections[key] or {}).get("ros__parameters") or {})
+    return parameters
+
+
 def _launch_setup(context, *args, **kwargs):
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 
     values = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     config_file = LaunchConfiguration("config_file").perform(context)
-    parameters = [config_file] if config_file else []
+    node_name = LaunchConfiguration("name").perform(context).strip() or NODE_NAME
+    parameters = [file_parameters(config_file, node_name)] if config_file else []
     overrides = parameter_overrides(values)
     overrides.update(sim_time_parameters(LaunchConfiguration("use_sim_time").perform(context)))
     parameters.append(overrides)
@@ -78,7 +104,7 @@ def _launch_setup(context, *args, **kwargs):
         Node(
             package="embodied_r_ros",
             executable="embodied_r_node",
-            name=NODE_NAME,
+            name=node_name,
             namespace=LaunchConfiguration("namespace").perform(context),
             parameters=parameters,
             arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level").perform(context)],
@@ -101,6 +127,12 @@ def generate_launch_description():
             "config_file", default_value=default_config, description="parameters YAML of the node"
         ),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+        DeclareLaunchArgument(
+            "name",
+            default_value=NODE_NAME,
+            description="name of the node (one node per camera: a name each, e.g. front_reasoner); its "
+            "services are ~/ask under it and its memory file is named after it",
+        ),
         DeclareLaunchArgument("log_level", default_value="info", description="debug, info, warn, error"),
         DeclareLaunchArgument(
             "use_sim_time",

@@ -382,6 +382,7 @@ def test_run_flags_come_from_the_parameter_table():
     assert {flag: shortcut.parameters for flag, shortcut in run.FLAGS.items()} == {
         "--camera-topic": ("camera.topic",),
         "--compressed": ("camera.compressed",),
+        "--cameras": ("cameras",),
         "--pose-source": ("pose.source",),
         "--odometry-topic": ("pose.topic",),
         "--window": ("query.window_s",),
@@ -479,7 +480,9 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     module, tree = _launch_module()
     arguments = _declared_launch_arguments(module, monkeypatch)
     declared = set(arguments)
-    assert declared == {"config_file", "namespace", "log_level", "use_sim_time", *module.ARGUMENT_PARAMETERS}
+    assert declared == {
+        "config_file", "namespace", "name", "log_level", "use_sim_time", *module.ARGUMENT_PARAMETERS
+    }  # fmt: skip
     assert {"camera_topic", "compressed", "pose_source", "odometry_topic", "vlm", "lm", "device"} <= declared
     parameters = default_parameters()
     for argument, names in module.ARGUMENT_PARAMETERS.items():
@@ -488,6 +491,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert module.ARGUMENT_PARAMETERS == {
         "camera_topic": ["camera.topic"],
         "compressed": ["camera.compressed"],
+        "cameras": ["cameras"],
         "pose_source": ["pose.source"],
         "odometry_topic": ["pose.topic"],
         "vlm": ["vlm.model"],
@@ -499,6 +503,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert {name: arguments[name]["description"] for name in module.ARGUMENT_PARAMETERS} == {
         "camera_topic": "camera topic (sensor_msgs/Image)" + keep,
         "compressed": "true: subscribe to <camera_topic>/compressed (CompressedImage)" + keep,
+        "cameras": "several cameras: NAME=TOPIC[:compressed][:reliable] ... (parameter cameras)" + keep,
         "pose_source": "odometry, pose, pose_with_covariance, tf or none" + keep,
         "odometry_topic": "topic of the pose messages (pose.topic), or none" + keep,
         "vlm": "VLM: repo id or checkpoint directory" + keep,
@@ -516,6 +521,7 @@ def test_launch_arguments_map_to_declared_node_parameters(monkeypatch):
     assert arguments["use_sim_time"]["default_value"] == "false"
     assert arguments["config_file"]["default_value"] == "/share/embodied_r_ros/config/embodied_r.yaml"
     assert arguments["log_level"]["default_value"] == "info" and arguments["namespace"]["default_value"] == ""
+    assert arguments["name"]["default_value"] == module.NODE_NAME  # one node per camera: a name each
     # The node the launch file starts is the executable CMake installs, with the YAML this package ships.
     (node,) = _calls(tree, "Node")
     keywords = {k.arg: k.value for k in node.keywords}

@@ -579,7 +579,7 @@ def test_ground_truth_perception_for_a_simulator_scene(ros_context, tiny_models_
         parameter_overrides=[Parameter(name, value=value) for name, value in values.items()],
     )
     try:
-        assert node.served.encode is None  # no vision tower: no key frames to pre-encode
+        assert node.served.cameras[""].encode is None  # no vision tower: no key frames to pre-encode
         diagnostics = {kv.key: kv.value for kv in node.diagnostics().values}
         assert diagnostics["vlm"].startswith("ground-truth perception (simulator geometry, not a VLM)")
         image = np.zeros((120, 160, 3), np.uint8)  # ground truth reads the stamps, not the pixels

@@ -59,6 +59,8 @@ def describe(
         lines.append(f"reasoning: {answer.reasoning or '(none)'}")
         stamps = keyframe_stamps_ns(answer)
         lines.append(f"key frames ({len(stamps)}): {format_stamps(stamps)}")
+        if answer.keyframe_cameras:
+            lines.append(f"cameras:  {' '.join(answer.keyframe_cameras)}")
         lines.append(
             f"latency:  perception {answer.perception_seconds:.2f} s, reasoning "
             f"{answer.reasoning_seconds:.2f} s, round trip {result.round_trip_s:.2f} s"
@@ -97,6 +99,7 @@ def _as_json(result: AskResult, question: Question, score: float | None) -> str:
         "well_formed": answer.well_formed,
         "keyframe_stamps_ns": keyframe_stamps_ns(answer),
         "keyframe_descriptions": list(answer.keyframe_descriptions),
+        "keyframe_cameras": list(answer.keyframe_cameras),
         "perception_s": answer.perception_seconds,
         "reasoning_s": answer.reasoning_seconds,
         "round_trip_s": result.round_trip_s,
@@ -145,6 +148,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--end", type=parse_stamp, default=0, help="... to this stamp (alone: the --window seconds before it)"
     )
     parser.add_argument("--questions", type=Path, help="file of questions (JSON lines, JSON or YAML)")
+    parser.add_argument(
+        "--camera",
+        default="",
+        help="a node with several cameras (parameter cameras): answer from this one (default: all of them)",
+    )
     parser.add_argument("--node", default=DEFAULT_NODE, help=f"the node's full name (default {DEFAULT_NODE})")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument(
@@ -207,6 +215,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 on_feedback=feedback,
                 image_wait_s=IMAGE_WAIT_S if args.report else 0.0,
                 interval_ns=(question.start_ns or args.start, question.end_ns or args.end),
+                camera=args.camera,
             )
             failures += not result.success
             answer = result.answer

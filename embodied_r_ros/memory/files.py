@@ -40,6 +40,15 @@ def memory_path(configured: str, node_name: str, environ: Mapping[str, str] | No
     return path if path.is_absolute() else default.parent / path
 
 
+def camera_memory_path(path: Path, camera: str) -> Path:
+    """The memory file of camera ``camera`` of a node with several cameras: ``path`` with the camera's
+    name before its suffix (``robot.embodied_r.front.sqlite``), so that each camera's frames, key frames and
+    descriptions stay apart; ``path`` itself for a node's one camera (``camera`` "")."""
+    if not camera:
+        return path
+    return path.with_name(f"{path.stem}.{camera}{path.suffix or '.sqlite'}")
+
+
 def size_on_disk(path: Path) -> int:
     """The file and its write-ahead log, in bytes."""
     total = 0

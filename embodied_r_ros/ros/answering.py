@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..history import EmptyHistoryError, RobotHistory
+from ..cameras import merge_keyframes
+from ..history import EmptyHistoryError, RobotHistory, WindowKeyFrames
 from ..keyframes import KeyFrame
 from ..pipeline import EmbodiedR, NoFramesError
 from ..windows import format_stamp
@@ -34,6 +35,19 @@ if TYPE_CHECKING:
     from .node_memory import NodeMemory
 
 
+@dataclass(frozen=True)
+class CameraServed:
+    """One camera's part of a configured node: its name ("" for a node's one camera), the history and
+    durable memory its frames go to, its inputs, and the idle task encoding its new key frames (None:
+    nothing to encode)."""
+
+    name: str
+    history: RobotHistory
+    memory: NodeMemory
+    inputs: NodeInputs
+    encode: Callable[[int], None] | None
+
+
 @dataclass
 class QueryResult:
     """What the worker hands back for one answered question."""
@@ -44,59 +58,86 @@ class QueryResult:
 
 
 class Answerer:
-    """The query worker's handler (see the module docstring). ``params.config`` is read per question
+    """The query worker's handler (see the module docstring) over the node's ``cameras`` (one, or several
+    sharing the pipeline: a question names one or asks over all). ``params.config`` is read per question
     (``query.window_s`` and the memory search's settings may change while the node runs); ``clock()`` is
     the node's clock (it reads 0 under ``use_sim_time`` before /clock comes)."""
 
     def __init__(
         self,
         pipeline: EmbodiedR,
-        history: RobotHistory,
-        memory: NodeMemory,
-        inputs: NodeInputs,
+        cameras: Mapping[str, CameraServed],
         params: NodeParameters,
         clock: Callable[[], Clock],
     ) -> None:
-        self._pipeline, self._history, self._memory, self._inputs = pipeline, history, memory, inputs
+        self._pipeline, self._cameras = pipeline, dict(cameras)
         self._params, self._clock = params, clock
 
     def __call__(self, job: QueryJob[QueuedQuestion]) -> QueryResult:
         """The window's key frames, then the pipeline (VLM, LM); raises NoFramesError when there are none."""
         start = time.perf_counter()
         job.report("keyframes", 0.05)
-        question, config = job.payload, self._params.config
-        request = question.request
-        try:
-            if request.search_memory:
-                found = self._memory.search(self._history, request, question.window, config.memory.search())
-            else:
-                found = self._history.keyframes(question.window, config.query.window_s)
-        except EmptyHistoryError:
-            raise NoFramesError(self._inputs.no_frames_reason()) from None
-        keyframes = found.keyframes
-        if not keyframes:
-            raise NoFramesError(
-                f"no camera frames in the window {format_stamp(found.start_ns)} - "
-                f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
-            )
+        request = job.payload.request
+        asked = [c for c in self._cameras.values() if not request.camera or c.name == request.camera]
+        found: dict[str, WindowKeyFrames] = {}
+        reasons = []
+        for camera in asked:
+            try:
+                found[camera.name] = self._keyframes(camera, job.payload)
+            except NoFramesError as exc:
+                reasons.append(f"{camera.name}: {exc}" if camera.name else str(exc))
+        if not found:
+            raise NoFramesError("; ".join(reasons))
+        keyframes, camera_of = merge_keyframes({name: f.keyframes for name, f in found.items()})
+        named = len(self._cameras) > 1  # the cameras are named in the prompt and the evidence
         keyframes_s = time.perf_counter() - start
+        origins = [f.mission_origin_ns for f in found.values() if f.mission_origin_ns is not None]
         answer = self._pipeline.answer(
             request.question,
             request.options,
             keyframes=keyframes,
             on_progress=job.report,
-            mission_origin_ns=found.mission_origin_ns,  # a search's key frames get their time and place
+            mission_origin_ns=min(origins) if origins else None,  # a search's key frames: time and place
+            cameras=camera_of if named else None,
         )
-        self._memory.remember(answer.descriptions, self._pipeline.perception, request.question)
+        for name, window in found.items():
+            own = {k.frame.stamp_ns for k in window.keyframes}
+            described = [
+                d for d in answer.descriptions if camera_of.get(d.stamp_ns) == name and d.stamp_ns in own
+            ]
+            self._cameras[name].memory.remember(described, self._pipeline.perception, request.question)
         # The key frames reasoned over: fewer than the window's when the prompt was fitted to the context.
         used = set(answer.keyframe_stamps_ns)
         keyframes = [k for k in keyframes if k.frame.stamp_ns in used] or keyframes
         # Under use_sim_time before /clock comes the node's clock reads 0: stamp with camera time instead.
         stamp = self._clock().now().nanoseconds or keyframes[-1].frame.stamp_ns
-        message = answer_to_message(answer, job.id, stamp, self._inputs.frame_id, found.spans())
+        last = self._cameras[camera_of[keyframes[-1].frame.stamp_ns]]
+        spans = sorted({span for window in found.values() for span in window.spans()})
+        message = answer_to_message(answer, job.id, stamp, last.inputs.frame_id, spans)
+        if named:
+            message.keyframe_cameras = [camera_of.get(s, "") for s in answer.keyframe_stamps_ns]
         if request.search_memory:
-            message.notes.append(_searched_note(found.spans()))
+            message.notes.append(_searched_note(spans))
         return QueryResult(message, keyframes, keyframes_s)
+
+    def _keyframes(self, camera: CameraServed, question: QueuedQuestion) -> WindowKeyFrames:
+        """The key frames of ``question``'s window (or of the memory's intervals that match it) in
+        ``camera``'s history; raises NoFramesError saying why there are none."""
+        request, config = question.request, self._params.config
+        try:
+            if request.search_memory:
+                search = config.memory.search()
+                found = camera.memory.search(camera.history, request, question.window, search)
+            else:
+                found = camera.history.keyframes(question.window, config.query.window_s)
+        except EmptyHistoryError:
+            raise NoFramesError(camera.inputs.no_frames_reason()) from None
+        if not found.keyframes:
+            raise NoFramesError(
+                f"no camera frames in the window {format_stamp(found.start_ns)} - "
+                f"{format_stamp(found.end_ns)} (the newest frame is at {format_stamp(found.newest_ns)})"
+            )
+        return found
 
 
 def pre_encoder(pipeline: EmbodiedR, history: RobotHistory) -> Callable[[int], None] | None:

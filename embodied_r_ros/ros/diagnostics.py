@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -111,6 +111,53 @@ class NodeStats:
                 self.last_latency_s = latency_s
 
 
+# The counters each camera of a node with several keeps for itself (the others are the node's).
+CAMERA_COUNTERS = (
+    "frames_received", "frames_stored", "frames_lost", "frames_before_first", "frames_without_pose",
+    "ingest_s_total", "ingest_count", "qos_incompatible",
+)  # fmt: skip
+
+
+def combined_stats(node: NodeStats, cameras: Sequence[NodeStats]) -> NodeStats:
+    """One NodeStats for /diagnostics of a node with several cameras: the node's own counters (questions,
+    garbage collection) and the cameras' summed (frames, drops), their maxima and, for the newest frame,
+    the camera that has been silent longest (None while one has sent nothing)."""
+    with node.lock:
+        combined = dataclasses.replace(
+            node, dropped={}, poses_dropped={}, outcomes=dict(node.outcomes), lock=threading.Lock()
+        )
+    walls = []
+    for stats in cameras:
+        with stats.lock:
+            for name in CAMERA_COUNTERS:
+                setattr(combined, name, getattr(combined, name) + getattr(stats, name))
+            for reason, count in stats.dropped.items():
+                combined.dropped[reason] = combined.dropped.get(reason, 0) + count
+            for reason, count in stats.poses_dropped.items():
+                combined.poses_dropped[reason] = combined.poses_dropped.get(reason, 0) + count
+            combined.ingest_s_max = max(combined.ingest_s_max, stats.ingest_s_max)
+            combined.ingest_cpu_s_max = max(combined.ingest_cpu_s_max, stats.ingest_cpu_s_max)
+            combined.qos_incompatible_policy = (
+                combined.qos_incompatible_policy or stats.qos_incompatible_policy
+            )
+            walls.append(stats.last_frame_wall)
+            if stats.last_pose_wall is not None:
+                combined.last_pose_wall = max(combined.last_pose_wall or 0.0, stats.last_pose_wall)
+    combined.last_frame_wall = None if None in walls else min(walls)  # type: ignore[type-var]
+    return combined
+
+
+@dataclass(frozen=True)
+class CameraView:
+    """One camera of a node with several, as /diagnostics reports it (``cameras.<name>.*``)."""
+
+    name: str
+    topic: str
+    stats: NodeStats
+    history: RobotHistory | None = None  # None: not configured
+    memory: NodeMemory | None = None
+
+
 @dataclass(frozen=True)
 class NodeView:
     """The node's state as /diagnostics reports it beside the counters; the served parts are None while
@@ -130,6 +177,7 @@ class NodeView:
     # Per input (camera, poses): "ok", "off", "not subscribed" or what is wrong (input_watch)
     inputs: dict[str, str] = field(default_factory=dict)
     input_problems: dict[str, str] = field(default_factory=dict)  # the inputs that are wrong: their problem
+    cameras: tuple[CameraView, ...] = ()  # a node with several cameras: each (one camera: empty)
 
 
 def rss_bytes() -> int:
@@ -157,16 +205,17 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         breakdown = dataclasses.asdict(stats.last_timing) if stats.last_timing else {}
         qos_count, qos_policy = stats.qos_incompatible, stats.qos_incompatible_policy
     state = view.lifecycle_state
+    camera_problems = [problem for key, problem in view.input_problems.items() if _is_camera(key)]
     level, message = DiagnosticStatus.OK, "ok"
     if state != "active":
         level = DiagnosticStatus.WARN
         message = f"{state}" + (f": configure failed: {view.failure}" if view.failure else "")
-    elif "camera" in view.input_problems:
-        level, message = DiagnosticStatus.WARN, view.input_problems["camera"]
+    elif camera_problems:
+        level, message = DiagnosticStatus.WARN, "; ".join(camera_problems)
     elif last_wall is None:
         level, message = DiagnosticStatus.WARN, f"no camera frames on {view.camera_topic} yet"
     for key, problem in view.input_problems.items():
-        if key != "camera":
+        if not _is_camera(key):
             level = max(level, DiagnosticStatus.WARN)
             message += f"; {problem}"
     if state == "active" and qos_count:
@@ -218,6 +267,7 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         "vlm": "not loaded" if view.perception is None else view.perception,
         "lm": f"{config.lm.model} ({config.lm.backend}) {'loaded' if served else 'not loaded'}",
         **memory_values(view.memory, memory_status, config),
+        **{key: value for camera in view.cameras for key, value in _camera_values(camera).items()},
     }
     return DiagnosticStatus(
         level=level,
@@ -226,6 +276,28 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         hardware_id=view.name,
         values=[KeyValue(key=key, value=str(value)) for key, value in values.items()],
     )
+
+
+def _is_camera(key: str) -> bool:
+    """Whether an input key is a camera's: "camera", or "camera.<name>" of a node with several."""
+    return key.split(".")[0] == "camera"
+
+
+def _camera_values(camera: CameraView) -> dict[str, str]:
+    """One camera's own figures (``cameras.<name>.*``) beside the node's summed ones."""
+    with camera.stats.lock:
+        received, dropped = camera.stats.frames_received, sum(camera.stats.dropped.values())
+    held = camera.history.size() if camera.history is not None else None
+    status = camera.memory.status() if camera.memory is not None else None
+    prefix = f"cameras.{camera.name}."
+    return {
+        prefix + "topic": camera.topic,
+        prefix + "frames_received": str(received),
+        prefix + "frames_dropped": str(dropped),
+        prefix + "keyframes_held": str(held.keyframes if held else 0),
+        prefix + "memory_path": status.path if status is not None else "",
+        prefix + "memory_frames": str(status.frames if status is not None else 0),
+    }
 
 
 class DiagnosticsPublisher:

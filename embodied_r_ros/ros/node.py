@@ -3,8 +3,10 @@
 A thin ROS layer over the core, as a managed (lifecycle) node. Interfaces (names relative to the node,
 ``~`` = /<namespace>/embodied_r):
 
-- in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), optionally poses (``pose.source``:
-  a pose message on ``pose.topic`` or TF, see :mod:`embodied_r_ros.poses.pose_sources`);
+- in: the camera (``camera.topic``, sensor_msgs/Image or CompressedImage), or several (``cameras``: one VLM
+  and LM for all, a history and memory file each, a question names one or asks over all; see
+  :mod:`embodied_r_ros.cameras`), optionally poses (``pose.source``: a pose message on ``pose.topic`` or TF,
+  see :mod:`embodied_r_ros.poses.pose_sources`);
 - service ``~/ask`` (AskSpatial), action ``~/answer`` (AnswerSpatial: feedback per stage, cancel), topic
   ``~/question`` (SpatialQuestion, fire and forget: its answer, or why there is none, comes on ``~/answers``
   with the asker's ``query_id``);
@@ -33,7 +35,7 @@ import functools
 import gc
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -46,8 +48,15 @@ from ..node_config import NodeConfig
 from ..perceivers import PerceiverRegistry
 from ..pipeline import EmbodiedR
 from .allocator import release_free_memory
-from .answering import Answerer, pre_encoder
-from .diagnostics import DiagnosticsPublisher, NodeStats, NodeView, diagnostic_status
+from .answering import Answerer, CameraServed, pre_encoder
+from .diagnostics import (
+    CameraView,
+    DiagnosticsPublisher,
+    NodeStats,
+    NodeView,
+    combined_stats,
+    diagnostic_status,
+)
 from .models import ModelLoadError, load_models
 from .node_inputs import NodeInputs
 from .node_memory import NodeMemory
@@ -60,15 +69,24 @@ from .questions import QueuedQuestion
 
 @dataclass
 class Served:
-    """What configure makes and cleanup destroys: the models' pipeline and what serves questions."""
+    """What configure makes and cleanup destroys: the models' pipeline and what serves questions; per
+    camera (by name, in the order of ``cameras``) its history and memory."""
 
     pipeline: EmbodiedR
     owns_pipeline: bool  # loaded by this node (cleanup closes it), not given by the caller
-    history: RobotHistory
+    cameras: dict[str, CameraServed]
     worker: QueryWorker[QueuedQuestion]
-    memory: NodeMemory
     reset_service: Any  # ~/reset
-    encode: Callable[[int], None] | None  # the idle task encoding a new key frame (None: nothing to encode)
+
+    @property
+    def history(self) -> RobotHistory:
+        """The first camera's history (the only one of a node with one camera)."""
+        return next(iter(self.cameras.values())).history
+
+    @property
+    def memory(self) -> NodeMemory:
+        """The first camera's memory (the only one of a node with one camera)."""
+        return next(iter(self.cameras.values())).memory
 
 
 class EmbodiedRNode(LifecycleNode):
@@ -106,7 +124,15 @@ class EmbodiedRNode(LifecycleNode):
         gc.callbacks.append(self.stats.gc_callback)
         self.served: Served | None = None  # configured
         self._failure = ""  # why the last configure failed
-        self.inputs = NodeInputs(self, self.params, self.stats, own_threads=camera_thread)
+        # One NodeInputs per camera; with several, each counts its own frames (/diagnostics adds them up).
+        specs = config.camera_specs()
+        self.cameras: dict[str, NodeInputs] = {}
+        for spec in specs:
+            stats = self.stats if len(specs) == 1 else NodeStats()
+            self.cameras[spec.name] = NodeInputs(
+                self, self.params, stats, camera_thread, camera=spec, take_clock=not self.cameras
+            )
+        self.inputs = next(iter(self.cameras.values()))  # the first camera's (with /clock)
         worker, state = (lambda: self.worker), (lambda: self.lifecycle_state)
         self.questions = QuestionPath(
             self, self.params, self.stats, worker, state, failure=lambda: self._failure
@@ -190,30 +216,38 @@ class EmbodiedRNode(LifecycleNode):
         if pipeline is None:
             assert self._perceivers is not None
             pipeline, owns = load_models(config, self._perceivers, self.get_logger()), True
-        history = RobotHistory(
-            config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
-        )
-        # Last, once nothing else can fail: the memory holds a lock on its file until cleanup closes it.
-        memory = NodeMemory.open(config, self.get_fully_qualified_name(), pipeline, self.get_logger())
-        history.memory = memory.store
-        answerer = Answerer(pipeline, history, memory, self.inputs, self.params, self.get_clock)
+        cameras: dict[str, CameraServed] = {}
+        embedder = None  # one text embedder for every camera's memory
+        for name, inputs in self.cameras.items():
+            history = RobotHistory(
+                config.buffer, config.keyframes, config.camera.jump_back_reset_s, config.pose.max_gap_s
+            )
+            # Last, once nothing else can fail: the memory holds a lock on its file until cleanup closes it.
+            memory = NodeMemory.open(
+                config, self.get_fully_qualified_name(), pipeline, self.get_logger(), camera=name,
+                embedder=embedder,
+            )  # fmt: skip
+            embedder = embedder or memory.embedder
+            history.memory = memory.store
+            cameras[name] = CameraServed(name, history, memory, inputs, pre_encoder(pipeline, history))
+        answerer = Answerer(pipeline, cameras, self.params, self.get_clock)
         worker: QueryWorker[QueuedQuestion] = QueryWorker(
             answerer, queue_length=config.query.queue_length, on_finished=self.questions.finished
         )
         self.questions.configure()
         reset = self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.questions.group)
-        return Served(pipeline, owns, history, worker, memory, reset, pre_encoder(pipeline, history))
+        return Served(pipeline, owns, cameras, worker, reset)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Subscribe to the camera and the poses; answer questions."""
         served = self.served
         assert served is not None  # the state machine activates only a configured node
-        on_keyframe = functools.partial(self._on_keyframe, served)
-        self.inputs.start(served.history, on_keyframe, on_restart=served.worker.clear_idle)
+        for camera in served.cameras.values():
+            on_keyframe = functools.partial(self._on_keyframe, served, camera)
+            camera.inputs.start(camera.history, on_keyframe, on_restart=served.worker.clear_idle)
         self.questions.accept()
-        self.get_logger().info(
-            f"active: {self.inputs.description}; ask on {self.resolve_service_name('~/ask')}"
-        )
+        listening = "; ".join(inputs.description for inputs in self.cameras.values())
+        self.get_logger().info(f"active: {listening}; ask on {self.resolve_service_name('~/ask')}")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -249,7 +283,8 @@ class EmbodiedRNode(LifecycleNode):
 
     def _stop_inputs(self) -> None:
         self.questions.refuse()
-        self.inputs.stop()
+        for inputs in self.cameras.values():
+            inputs.stop()
 
     def _release(self) -> None:
         """Close the worker (questions in it are answered "shutting down", on ``~/answers`` too), destroy
@@ -259,7 +294,8 @@ class EmbodiedRNode(LifecycleNode):
         if served is None:
             return
         served.worker.close(timeout=1.0)
-        served.memory.close()  # commits what is queued
+        for camera in served.cameras.values():
+            camera.memory.close()  # commits what is queued
         self.questions.cleanup()
         self.destroy_service(served.reset_service)
         if served.owns_pipeline:
@@ -280,19 +316,19 @@ class EmbodiedRNode(LifecycleNode):
             self._stop_inputs()
             self._release()
             self.questions.close()
-        if getattr(self, "inputs", None) is not None:
-            self.inputs.close()
+        for inputs in getattr(self, "cameras", {}).values():
+            inputs.close()
         if getattr(self, "stats", None) is not None and self.stats.gc_callback in gc.callbacks:
             gc.callbacks.remove(self.stats.gc_callback)
         super().destroy_node()
 
     # ------------------------------------------------------------------------------------- wiring
 
-    def _on_keyframe(self, served: Served, stamp_ns: int) -> None:
-        """A new key frame (on the camera thread): encode it while idle, describe it in the background."""
-        if served.encode is not None and self.params.config.query.pre_encode_keyframes:
-            served.worker.submit_idle(functools.partial(served.encode, stamp_ns))
-        served.memory.schedule_describer(served.worker)
+    def _on_keyframe(self, served: Served, camera: CameraServed, stamp_ns: int) -> None:
+        """A new key frame (on the camera's thread): encode it while idle, describe it in the background."""
+        if camera.encode is not None and self.params.config.query.pre_encode_keyframes:
+            served.worker.submit_idle(functools.partial(camera.encode, stamp_ns))
+        camera.memory.schedule_describer(served.worker)
 
     def _on_config_change(self, config: NodeConfig) -> None:
         if self.served is not None:
@@ -303,9 +339,12 @@ class EmbodiedRNode(LifecycleNode):
         served = self.served
         if served is None:
             return 0, 0
-        frames, decisions = served.history.clear()
+        frames = decisions = 0
+        for camera in served.cameras.values():
+            dropped = camera.history.clear()
+            frames, decisions = frames + dropped[0], decisions + dropped[1]
+            camera.inputs.clear()
         served.worker.clear_idle()
-        self.inputs.clear()
         return frames, decisions
 
     def _on_reset(self, request: Any, response: Any) -> Any:
@@ -314,7 +353,10 @@ class EmbodiedRNode(LifecycleNode):
         response.message = f"history cleared: {frames} stored frames, {decisions} key-frame decisions"
         served = self.served
         if served is not None:
-            response.message += served.memory.reset(keep=self.params.config.memory.keep_on_reset)
+            keep = self.params.config.memory.keep_on_reset
+            for name, camera in served.cameras.items():
+                said = camera.memory.reset(keep=keep)
+                response.message += f"{said} ({name})" if said and name else said
         self.get_logger().info(response.message)
         return response
 
@@ -323,27 +365,55 @@ class EmbodiedRNode(LifecycleNode):
     def diagnostics(self) -> DiagnosticStatus:
         """The node's health as one DiagnosticStatus (what /diagnostics carries)."""
         served = self.served
+        inputs: dict[str, str] = {}
+        problems: dict[str, str] = {}
+        for camera in self.cameras.values():
+            inputs.update(camera.input_states())
+            problems.update(camera.watch.problems)
         view = NodeView(
             name=self.get_fully_qualified_name(),
             lifecycle_state=self.lifecycle_state,
             failure=self._failure,
             use_sim_time=bool(self.get_parameter("use_sim_time").value),
             clock_problem=self.inputs.clock_problem(),
-            camera_topic=self.inputs.camera_topic,
+            camera_topic=", ".join(camera.camera_topic for camera in self.cameras.values()),
             config=self.params.config,
             history=served.history if served else None,
             worker=served.worker if served else None,
             perception=served.pipeline.perception if served else None,
             memory=served.memory if served else None,
-            inputs=self.inputs.input_states(),
-            input_problems=dict(self.inputs.watch.problems),
+            inputs=inputs,
+            input_problems=problems,
+            cameras=camera_views(self.cameras, served.cameras if served else None),
         )
-        return diagnostic_status(view, self.stats)
+        if len(self.cameras) == 1:
+            return diagnostic_status(view, self.stats)
+        return diagnostic_status(view, combined_stats(self.stats, [c.stats for c in self.cameras.values()]))
 
     def _on_diagnostics_tick(self) -> None:
         served = self.served
         if served is not None and self.inputs.active:
-            # a backlog from before a restart, or after a busy spell
-            served.memory.schedule_describer(served.worker)
+            for camera in served.cameras.values():
+                # a backlog from before a restart, or after a busy spell
+                camera.memory.schedule_describer(served.worker)
         self.inputs.warn_if_no_clock()
-        self.inputs.check()  # inputs missing or of another type: logged once, in /diagnostics
+        for inputs in self.cameras.values():
+            inputs.check()  # inputs missing or of another type: logged once, in /diagnostics
+
+
+def camera_views(
+    inputs: dict[str, NodeInputs], served: dict[str, CameraServed] | None
+) -> tuple[CameraView, ...]:
+    """Each camera of a node with several, for /diagnostics (a node with one camera: none)."""
+    if len(inputs) == 1:
+        return ()
+    return tuple(
+        CameraView(
+            name,
+            camera.camera_topic,
+            camera.stats,
+            served[name].history if served else None,
+            served[name].memory if served else None,
+        )
+        for name, camera in inputs.items()
+    )

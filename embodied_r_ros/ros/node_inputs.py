@@ -29,6 +29,7 @@ from rclpy.subscription import Subscription
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CompressedImage, Image
 
+from ..cameras import CameraSpec
 from ..frames import Frame, Pose
 from ..history import RobotHistory
 from ..image_conversion import ImageConversionError, message_to_rgb
@@ -56,17 +57,30 @@ class _Target:
 
 
 class NodeInputs:
-    """The inputs of ``node`` (see the module docstring). ``own_threads`` False serves the camera and the
-    poses from the node's executor like every other callback (the benchmark's baseline)."""
+    """The inputs of ``node`` for one camera (see the module docstring): ``camera`` (default: the node's
+    one camera, ``camera.*``) and the poses. ``own_threads`` False serves the camera and the poses from the
+    node's executor like every other callback (the benchmark's baseline). A node with several cameras
+    (:mod:`embodied_r_ros.cameras`) has one NodeInputs per camera, each with its counters (``stats``) and
+    pose source; only the first takes /clock (``take_clock``)."""
 
     def __init__(
-        self, node: LifecycleNode, params: NodeParameters, stats: NodeStats, own_threads: bool
+        self,
+        node: LifecycleNode,
+        params: NodeParameters,
+        stats: NodeStats,
+        own_threads: bool,
+        camera: CameraSpec | None = None,
+        take_clock: bool = True,
     ) -> None:
         self._node, self._params, self._stats, self._own_threads = node, params, stats, own_threads
         config = params.config
-        self.camera_topic = config.camera.topic
+        self.spec = camera or config.camera_specs()[0]
+        # /diagnostics keys (inputs.<key>) and names in the log: "camera", or "camera.front" of several.
+        suffix = f".{self.spec.name}" if self.spec.name else ""
+        self.camera_key, self.poses_key = f"camera{suffix}", f"poses{suffix}"
+        self.camera_topic = self.spec.topic
         self.camera_type: type = Image
-        if config.camera.compressed:
+        if self.spec.compressed:
             self.camera_type = CompressedImage
             if not self.camera_topic.rstrip("/").endswith("/compressed"):
                 self.camera_topic = self.camera_topic.rstrip("/") + "/compressed"
@@ -84,8 +98,9 @@ class NodeInputs:
         self._received_at_start = 0  # frames_received at the activation
         self._no_pose_reason = ""  # why TF gave the newest camera frame without a pose none
         # Warnings from the camera and pose paths: logged by a thread of their own (see deferred_log).
-        self._log = DeferredLogger(node.get_logger(), name=f"{node.get_name()}_log")
-        self._clock = self._take_clock_on_own_thread()
+        log_name = f"{node.get_name()}_log" + (f"_{self.spec.name}" if self.spec.name else "")
+        self._log = DeferredLogger(node.get_logger(), name=log_name)
+        self._clock = self._take_clock_on_own_thread() if take_clock else None
 
     def _take_clock_on_own_thread(self) -> SubscriptionThread | None:
         """Under use_sim_time, /clock taken by a thread of its own; None without sim time.
@@ -123,7 +138,7 @@ class NodeInputs:
             depth=config.camera.qos_depth,
             reliability=(
                 ReliabilityPolicy.BEST_EFFORT
-                if config.camera.qos == "sensor_data"
+                if self.spec.qos == "sensor_data"
                 else ReliabilityPolicy.RELIABLE
             ),
         )
@@ -135,7 +150,7 @@ class NodeInputs:
             camera_qos,
             self._camera_group,
             own_thread=self._own_threads,
-            name="camera",
+            name=self.camera_key.replace(".", "_"),
             event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch),
             with_info=True,  # the publisher's sequence numbers: frames lost in transport
         )
@@ -162,7 +177,12 @@ class NodeInputs:
         """What an active node listens to, for its log."""
         poses = self.poses.description if self.poses is not None else "off"
         topic = self._node.resolve_topic_name(self.camera_topic)
-        return f"camera {topic} ({self.camera_type.__name__}), poses {poses}"
+        return f"{self.spec.label} {topic} ({self.camera_type.__name__}), poses {poses}"
+
+    @property
+    def stats(self) -> NodeStats:
+        """The counters this camera's frames and poses go to."""
+        return self._stats
 
     @property
     def active(self) -> bool:
@@ -262,15 +282,16 @@ class NodeInputs:
         with self._stats.lock:
             self._stats.qos_incompatible = event.total_count
             self._stats.qos_incompatible_policy = policy
-        qos = self._params.config.camera.qos
+        qos = self.spec.qos
+        setting = f"the QoS of {self.spec.name} in cameras" if self.spec.name else "camera.qos"
         fix = (
-            "the camera publishes best effort: set camera.qos to sensor_data"
+            f"the camera publishes best effort: set {setting} to sensor_data"
             if policy == "RELIABILITY" and qos == "reliable"
-            else "make camera.qos match the camera's QoS (ros2 topic info -v shows it)"
+            else f"make {setting} match the camera's QoS (ros2 topic info -v shows it)"
         )
         self._node.get_logger().error(
             f"a publisher on {self._node.resolve_topic_name(self.camera_topic)} offers a QoS incompatible "
-            f"with camera.qos={qos} (policy {policy}): no frames come from it; {fix}"
+            f"with {setting}={qos} (policy {policy}): no frames come from it; {fix}"
         )
 
     def no_frames_reason(self) -> str:
@@ -281,7 +302,7 @@ class NodeInputs:
             count, policy = self._stats.qos_incompatible, self._stats.qos_incompatible_policy
         hint = (
             f"; {count} publisher(s) there offer a QoS incompatible with camera.qos="
-            f"{self._params.config.camera.qos} (policy {policy})"
+            f"{self.spec.qos} (policy {policy})"
             if count
             else ""
         )
@@ -324,18 +345,22 @@ class NodeInputs:
         taken = stats.last_frame_wall is not None and stats.last_frame_wall >= since
         compressed = self.camera_type is CompressedImage
         camera = InputCheck(
-            "camera",
-            "camera frames",
+            self.camera_key,
+            f"{self.spec.label} frames",
             (self.camera.topic_name,),
             graph_type(f"sensor_msgs/{self.camera_type.__name__}"),
-            "camera.topic",
+            "cameras" if self.spec.name else "camera.topic",
             now - last_frame,
             config.camera.warn_after_s,
             detail=f"{received} received, none usable (see frames_dropped)" if received and not taken else "",
-            also=((
-                graph_type("sensor_msgs/Image" if compressed else "sensor_msgs/CompressedImage"),
-                f"camera.compressed {'false' if compressed else 'true'}",
-            ),),
+            also=(
+                (
+                    graph_type("sensor_msgs/Image" if compressed else "sensor_msgs/CompressedImage"),
+                    f"{':raw' if compressed else ':compressed'} after the topic in cameras"
+                    if self.spec.name
+                    else f"camera.compressed {'false' if compressed else 'true'}",
+                ),
+            ),
         )
         checks = [camera]
         poses = self.poses
@@ -357,19 +382,20 @@ class NodeInputs:
                 detail = ""
             checks.append(
                 InputCheck(
-                    "poses", what, poses.topics, type_name, parameter, silent, config.pose.warn_after_s,
-                    detail=detail, also=also,
+                    self.poses_key, what, poses.topics, type_name, parameter, silent,
+                    config.pose.warn_after_s, detail=detail, also=also,
                 )
             )  # fmt: skip
         return checks
 
     def input_states(self) -> dict[str, str]:
         """Per input, for /diagnostics: "ok", its problem, "off" (no pose source) or "not subscribed"."""
+        camera, poses_key = self.camera_key, self.poses_key
         if self._active_since is None:
-            return {"camera": "not subscribed", "poses": "not subscribed"}
+            return {camera: "not subscribed", poses_key: "not subscribed"}
         problems = self.watch.problems
-        poses = "off" if self.poses is None or not self.poses.topics else problems.get("poses", "ok")
-        return {"camera": problems.get("camera", "ok"), "poses": poses}
+        poses = "off" if self.poses is None or not self.poses.topics else problems.get(poses_key, "ok")
+        return {camera: problems.get(camera, "ok"), poses_key: poses}
 
     def clock_problem(self) -> str:
         """Why the node's clock cannot stamp yet ("" when it can): sim time on and no /clock so far."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..cameras import without_camera
 from ..history import MemorySearchError, RobotHistory, WindowKeyFrames
 from ..memory.describer import MemoryDescriber
-from ..memory.files import memory_path
+from ..memory.files import camera_memory_path, memory_path
 from ..memory.mission_time import without_place
 from ..memory.records import MemoryStatus
 from ..memory.search import SearchSettings
@@ -47,13 +48,23 @@ class NodeMemory:
         self._closed = False
 
     @classmethod
-    def open(cls, config: NodeConfig, node_name: str, pipeline: EmbodiedR, logger: Any) -> NodeMemory:
+    def open(
+        cls,
+        config: NodeConfig,
+        node_name: str,
+        pipeline: EmbodiedR,
+        logger: Any,
+        camera: str = "",
+        embedder: TextEmbedder | None = None,
+    ) -> NodeMemory:
         """Open the store of node ``node_name`` (fully qualified) and its describer; what cannot be opened
-        is logged and reported, never raised."""
+        is logged and reported, never raised. ``camera``: the store of that camera of a node with several
+        (its own file, :func:`~embodied_r_ros.memory.files.camera_memory_path`); ``embedder``: one made
+        already (cameras share it)."""
         if not config.memory.enabled:
             logger.info("memory off (memory.enabled false): questions reach back buffer.history_s")
             return cls(None, logger, describe_problem="the durable memory is off")
-        path = memory_path(config.memory.path, node_name)
+        path = camera_memory_path(memory_path(config.memory.path, node_name), camera)
         store = MemoryStore(path, config.memory.disk_budget_mb, on_problem=cls._problem_logger(logger))
         status = store.status()
         if status.moved_aside:
@@ -68,7 +79,7 @@ class NodeMemory:
         if not config.memory.describe:
             return cls(store, logger, describe_problem="memory.describe is false")
         try:
-            embedder = E5Embedder()
+            embedder = embedder or E5Embedder()
         except EmbeddingError as exc:
             logger.error(f"memory search off: {exc}")
             return cls(store, logger, describe_problem=str(exc))
@@ -125,7 +136,7 @@ class NodeMemory:
         for description in descriptions:
             self.store.add_description(
                 description.stamp_ns,
-                without_place(description.observation),
+                without_camera(without_place(description.observation)),
                 perception,
                 question_agnostic=False,
                 question=question,

@@ -56,7 +56,16 @@ from .diagnostics import NodeStats, QueryTiming
 from .messages import failure_message, rgb_image_message, stamp_to_ns
 from .params import NodeParameters
 from .query_worker import CANCELLED, SHUTDOWN, TIMEOUT, QueryJob, QueryWorker, QueueFullError
-from .questions import Outcome, QueryRequest, QueuedQuestion, Reply, RequestTooLargeError, check_size
+from .questions import (
+    Outcome,
+    QueryRequest,
+    QueuedQuestion,
+    Reply,
+    RequestTooLargeError,
+    UnknownCameraError,
+    check_camera,
+    check_size,
+)
 
 INACTIVE = "inactive"  # the status of a question asked while the node is not active
 ANSWERS_FLUSH_S = 1.0  # at most this long for ~/answers' subscribers to take the last replies, before it goes
@@ -174,6 +183,7 @@ class QuestionPath:
                 return self._settle(to_caller, Outcome(False, self._inactive_reason(), status=INACTIVE))
             try:
                 check_size(request, query)  # 2. validate
+                check_camera(request, [c.name for c in self._params.config.camera_specs()])
                 window = request.window  # 3. window
                 window.check()
                 job = worker.submit(  # 4. queue: the one hand-off
@@ -181,7 +191,7 @@ class QuestionPath:
                     query.timeout_s,
                     request.query_id or f"q{next(self._query_ids)}",
                 )
-            except (RequestTooLargeError, WindowError) as exc:
+            except (RequestTooLargeError, UnknownCameraError, WindowError) as exc:
                 return self._settle(to_caller, Outcome(False, str(exc)))
             except QueueFullError as exc:
                 return self._settle(to_caller, Outcome(False, str(exc), status="busy"))
@@ -419,6 +429,7 @@ def _request_of(message: Any) -> QueryRequest:
         stamp_to_ns(message.end_stamp),
         getattr(message, "query_id", ""),
         bool(message.search_memory),
+        str(getattr(message, "camera", "")),
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from ..cameras import unknown_camera_problem
 from ..node_config import QueryConfig
 from ..windows import Window
 
@@ -31,6 +32,7 @@ class QueryRequest:
     end_ns: int = 0
     query_id: str = ""  # the asker's id for its answer (a SpatialQuestion's); "" = the node makes one
     search_memory: bool = False  # search the durable memory by content; the window only bounds the search
+    camera: str = ""  # the camera asked about (a node with several: ``cameras``); "" = all of them
 
     @property
     def window(self) -> Window:
@@ -58,6 +60,18 @@ def check_size(request: QueryRequest, query: QueryConfig) -> None:
                 f"option {i + 1} too long: {len(option)} characters, this node accepts at most "
                 f"{query.max_option_chars} (query.max_option_chars); shorten it"
             )
+
+
+class UnknownCameraError(ValueError):
+    """A question names a camera the node does not have; the message names the node's cameras."""
+
+
+def check_camera(request: QueryRequest, cameras: Sequence[str]) -> None:
+    """The validation step's camera part: raise :class:`UnknownCameraError` when ``request`` names a camera
+    that is not among ``cameras`` (the node's camera names; [""] for a node with one camera)."""
+    problem = unknown_camera_problem(request.camera, cameras)
+    if problem:
+        raise UnknownCameraError(problem)
 
 
 @dataclass

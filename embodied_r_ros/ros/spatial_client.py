@@ -179,12 +179,14 @@ class SpatialClient:
         image_wait_s: float = 0.0,
         interval_ns: tuple[int, int] = (0, 0),
         search_memory: bool = False,
+        camera: str = "",
     ) -> AskResult:
         """Ask one question (the service; ``use_action``: the action; ``use_topic``: ``~/question``, the
         answer from ``~/answers``); waits up to ``timeout_s`` (then success=false), and up to ``image_wait_s``
         more for the answer's key-frame images. ``interval_ns``: (start, end) camera stamps, 0 = unset.
         ``search_memory``: find the intervals to answer from in the node's memory by content (the window,
-        when set, bounds the search)."""
+        when set, bounds the search). ``camera``: on a node with several cameras, the one to answer from
+        ("" = all of them)."""
         from .messages import keyframe_stamps_ns, ns_to_time
 
         fields = {
@@ -194,6 +196,7 @@ class SpatialClient:
             "start_stamp": ns_to_time(interval_ns[0]),
             "end_stamp": ns_to_time(interval_ns[1]),
             "search_memory": bool(search_memory),
+            "camera": camera,
         }
         start = time.monotonic()
         if use_action:
