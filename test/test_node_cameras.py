@@ -15,7 +15,7 @@ from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Image
 
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.ros.messages import keyframe_stamps_ns, rgb_image_message
+from embodied_r_ros.ros.messages import keyframe_stamps_ns, rgb_image_message, stamp_to_ns
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 NAMESPACE = "twin"
@@ -40,6 +40,12 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
     ask = client.create_client(AskSpatial, f"/{NAMESPACE}/embodied_r/ask")
     answers: list = []
     client.create_subscription(SpatialAnswer, f"/{NAMESPACE}/embodied_r/answers", answers.append, 10)
+    images: dict[int, str] = {}  # ~/keyframes: stamp -> frame_id
+
+    def on_image(message: Image) -> None:
+        images[stamp_to_ns(message.header.stamp)] = message.header.frame_id
+
+    client.create_subscription(Image, f"/{NAMESPACE}/embodied_r/keyframes", on_image, 50)
     spinning = Spinning(ros_context, node, client, threads=8)
     try:
         assert set(node.cameras) == {"front", "down"}
@@ -80,6 +86,9 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         for stamp, camera, text in zip(stamps, cameras, both.answer.keyframe_descriptions, strict=True):
             assert stamp in (front_stamps if camera == "front" else down_stamps)
             assert f"Seen by the {camera} camera: " in text
+        # ~/keyframes: each key frame image in its own camera's frame
+        assert wait_for(lambda: all(s in images for s in stamps))
+        assert [images[s] for s in stamps] == [f"{camera}_link" for camera in cameras]
 
         # A camera the node does not have: refused at once, naming the cameras it has.
         rear = asked("rear")

@@ -15,7 +15,7 @@ work without /clock (a silent camera shows as a warning on /diagnostics); an ans
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..cameras import merge_keyframes
@@ -55,6 +55,7 @@ class QueryResult:
     message: Any  # SpatialAnswer
     keyframes: list[KeyFrame]
     keyframes_s: float  # assembling the key frames (fetching, decoding, poses)
+    frame_ids: list[str] = field(default_factory=list)  # each key frame's camera frame (same order)
 
 
 class Answerer:
@@ -118,7 +119,8 @@ class Answerer:
             message.keyframe_cameras = [camera_of.get(s, "") for s in answer.keyframe_stamps_ns]
         if request.search_memory:
             message.notes.append(_searched_note(spans))
-        return QueryResult(message, keyframes, keyframes_s)
+        frame_ids = [self._cameras[camera_of[k.frame.stamp_ns]].inputs.frame_id for k in keyframes]
+        return QueryResult(message, keyframes, keyframes_s, frame_ids)
 
     def _keyframes(self, camera: CameraServed, question: QueuedQuestion) -> WindowKeyFrames:
         """The key frames of ``question``'s window (or of the memory's intervals that match it) in

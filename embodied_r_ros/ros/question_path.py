@@ -328,8 +328,9 @@ class QuestionPath:
         start = time.monotonic()
         result.message.message = _answered_message(job)
         if self._params.config.query.publish_keyframes:
-            frame_id = result.message.header.frame_id
-            for keyframe in result.keyframes:
+            # each key frame in its own camera's frame (a node with several cameras), else the answer's
+            frame_ids = result.frame_ids or [result.message.header.frame_id] * len(result.keyframes)
+            for keyframe, frame_id in zip(result.keyframes, frame_ids, strict=True):
                 keyframes.publish(rgb_image_message(keyframe.frame.image, keyframe.frame.stamp_ns, frame_id))
         answers.publish(result.message)
         end = time.monotonic()
