@@ -56,8 +56,9 @@ def parse_cameras(text: str, compressed: bool = False, qos: str = "sensor_data")
     """The cameras of the ``cameras`` parameter: ``NAME=TOPIC[:OPTION...]`` entries separated by spaces or
     commas, e.g. ``"front=/drone/front/image_raw down=/drone/down/image_raw:compressed:reliable"``.
 
-    OPTIONs: ``compressed`` or ``raw`` (default: ``compressed``) and ``sensor_data`` or ``reliable``
-    (default: ``qos``). Names are lower case (letters, digits, _), each once. Empty text: no cameras (the
+    OPTIONs: ``compressed`` or ``raw`` (default: the argument ``compressed``, the node's
+    ``camera.compressed``) and ``sensor_data`` or ``reliable`` (default: ``qos``, the node's ``camera.qos``).
+    Names are lower case (letters, digits, _), each once. Empty text: no cameras (the
     node's one camera is ``camera.*``). Raises :class:`CameraListError` naming the entry and the fix.
     """
     cameras: list[CameraSpec] = []
@@ -105,12 +106,22 @@ def unknown_camera_problem(asked: str, names: Sequence[str]) -> str | None:
     return f"no camera named {asked!r} on this node; its cameras: {', '.join(names)} (or none: all of them)"
 
 
-def merge_keyframes(groups: Mapping[str, Sequence[KeyFrame]]) -> tuple[list[KeyFrame], dict[int, str]]:
-    """The key frames of several cameras as one sequence in time, and the camera of each by its stamp.
+@dataclass(frozen=True)
+class Source:
+    """Where one key frame of a merged sequence came from: its camera and the key frame as that camera's
+    history gave it (its own stamp: what the evidence reports and the camera's memory knows it by)."""
 
-    Every key frame must have a stamp of its own (the pipeline, the prompt fitting and the evidence match
-    descriptions to key frames by stamp), so a frame stamped exactly like one already taken (cameras
-    triggered together) is moved 1 ns later; ties keep the order of ``groups``.
+    camera: str
+    keyframe: KeyFrame
+
+
+def merge_keyframes(groups: Mapping[str, Sequence[KeyFrame]]) -> tuple[list[KeyFrame], dict[int, Source]]:
+    """The key frames of several cameras as one sequence in time, and the :class:`Source` of each by its
+    stamp in that sequence.
+
+    Inside the pipeline every key frame needs a stamp of its own (the prompt fitting and the descriptions
+    match key frames by stamp), so a frame stamped exactly like one already taken (cameras triggered
+    together) is moved 1 ns later there; its Source keeps the real stamp. Ties keep the order of ``groups``.
     """
     tagged = sorted(
         ((keyframe.frame.stamp_ns, order, name, keyframe)
@@ -119,18 +130,18 @@ def merge_keyframes(groups: Mapping[str, Sequence[KeyFrame]]) -> tuple[list[KeyF
         key=lambda item: item[:2],
     )  # fmt: skip
     merged: list[KeyFrame] = []
-    cameras: dict[int, str] = {}
+    sources: dict[int, Source] = {}
     last = None
-    for stamp, _, name, keyframe in tagged:
+    for stamp, _, name, original in tagged:
+        keyframe = original
         if last is not None and stamp <= last:
             stamp = last + 1
-            keyframe = dataclasses.replace(
-                keyframe, frame=dataclasses.replace(keyframe.frame, stamp_ns=stamp)
-            )
+            frame = dataclasses.replace(original.frame, stamp_ns=stamp)
+            keyframe = dataclasses.replace(original, frame=frame)
         merged.append(keyframe)
-        cameras[stamp] = name
+        sources[stamp] = Source(name, original)
         last = stamp
-    return merged, cameras
+    return merged, sources
 
 
 def label_cameras(descriptions: Sequence[Description], cameras: Mapping[int, str]) -> list[Description]:
@@ -144,6 +155,26 @@ def label_cameras(descriptions: Sequence[Description], cameras: Mapping[int, str
             description = dataclasses.replace(description, observation=observation)
         labelled.append(description)
     return labelled
+
+
+def keep_measured_motion(
+    descriptions: Sequence[Description], cameras: Mapping[int, str]
+) -> list[Description]:
+    """``descriptions`` without the VLM's motion labels between key frames of two different cameras: with
+    no pose there, the VLM compared one camera's view with another's, and its label says nothing about how
+    the robot moved. Motion measured from the poses (the body's) stays."""
+    kept = []
+    for j, description in enumerate(descriptions):
+        previous = descriptions[j - 1] if j else None
+        if (
+            previous is not None
+            and description.action is not None
+            and description.action_source == "vlm"
+            and cameras.get(previous.stamp_ns) != cameras.get(description.stamp_ns)
+        ):
+            description = dataclasses.replace(description, action=None, action_source="none")
+        kept.append(description)
+    return kept
 
 
 def without_camera(observation: str) -> str:

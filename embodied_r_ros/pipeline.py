@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Sequence
 
 from .backends import BackendError, load_role
 from .backends.base import MeasuresPrompts
-from .cameras import label_cameras
+from .cameras import keep_measured_motion, label_cameras
 from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
@@ -119,7 +119,7 @@ class EmbodiedR:
         descriptions = self.perceiver.describe(keyframes, question, options)
         perception_s = time.perf_counter() - start
         if cameras:
-            descriptions = label_cameras(descriptions, cameras)
+            descriptions = label_cameras(keep_measured_motion(descriptions, cameras), cameras)
         if mission_origin_ns is not None:
             descriptions = place_in_mission(descriptions, keyframes, mission_origin_ns)
 

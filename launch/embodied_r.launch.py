@@ -69,24 +69,44 @@ def _choices(argument):
     return ["", *argument.choices] if argument.choices else None
 
 
-def file_parameters(path, node_name):
-    """The parameters a parameters YAML gives node ``node_name``: the ``ros__parameters`` of its sections
-    for every node (``/**``), for the default name (``embodied_r``, ``/**/embodied_r``: this package's
-    file) and for ``node_name`` itself, in that order. A node launched under another name would not match
-    the default name's section, and would silently run on the defaults."""
+def file_parameters(path, node_name, namespace=""):
+    """The parameters a parameters YAML gives node ``node_name`` in ``namespace``, flat ({"camera.topic":
+    ...}), as rcl would read the file: each section whose key matches the node (``/**``, ``/**/NAME``,
+    ``/ns/NAME``; ``*`` one name, ``**`` any namespaces) adds its ``ros__parameters``, later ones winning.
+    A section for this package's default name (``embodied_r``, the key of its shipped file) counts for a node
+    of any name, before the node's own sections: a node launched as ``name:=front_reasoner`` would otherwise
+    miss every value of the file and run on the defaults."""
+    import re
+
     import yaml
 
     with open(path) as file:
         sections = yaml.safe_load(file) or {}
+    namespace = "/".join(part for part in namespace.split("/") if part)
+    where = f"/{namespace}/" if namespace else "/"
 
-    def rank(key):
-        base = key.rstrip("/").rsplit("/", 1)[-1]
-        return 0 if key in ("/**", "**") else 1 if base == NODE_NAME else 2 if base == node_name else None
+    def matches(key, name):
+        pattern = re.escape("/" + str(key).strip("/"))
+        pattern = pattern.replace(r"/\*\*", "(?:/[^/]+)*").replace(r"\*", "[^/]*")
+        return re.fullmatch(pattern, where + name) is not None
 
     parameters = {}
-    for key in sorted((k for k in sections if rank(k) is not None), key=rank):
-        parameters.update((sections[key] or {}).get("ros__parameters") or {})
+    for name in dict.fromkeys((NODE_NAME, node_name)):
+        for key, section in sections.items():
+            if matches(key, name):
+                parameters.update(_flat((section or {}).get("ros__parameters") or {}))
     return parameters
+
+
+def _flat(values, prefix=""):
+    """A nested parameter dict as {dotted name: value} (how rcl merges sections: name by name)."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _launch_setup(context, *args, **kwargs):
@@ -96,7 +116,8 @@ def _launch_setup(context, *args, **kwargs):
     values = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
     config_file = LaunchConfiguration("config_file").perform(context)
     node_name = LaunchConfiguration("name").perform(context).strip() or NODE_NAME
-    parameters = [file_parameters(config_file, node_name)] if config_file else []
+    namespace = LaunchConfiguration("namespace").perform(context)
+    parameters = [file_parameters(config_file, node_name, namespace)] if config_file else []
     overrides = parameter_overrides(values)
     overrides.update(sim_time_parameters(LaunchConfiguration("use_sim_time").perform(context)))
     parameters.append(overrides)
@@ -105,7 +126,7 @@ def _launch_setup(context, *args, **kwargs):
             package="embodied_r_ros",
             executable="embodied_r_node",
             name=node_name,
-            namespace=LaunchConfiguration("namespace").perform(context),
+            namespace=namespace,
             parameters=parameters,
             arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level").perform(context)],
             output="screen",

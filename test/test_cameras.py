@@ -12,6 +12,7 @@ import pytest
 
 from embodied_r_ros.cameras import (
     CameraSpec,
+    keep_measured_motion,
     label_cameras,
     merge_keyframes,
     parse_cameras,
@@ -25,6 +26,7 @@ from embodied_r_ros.memory.files import camera_memory_path
 from embodied_r_ros.memory.mission_time import place_in_mission, without_place
 from embodied_r_ros.node_config import NodeConfig, PoseConfig
 from embodied_r_ros.perception import Description
+from embodied_r_ros.ros.params import default_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,15 +87,30 @@ def test_node_config_lists_its_cameras_and_needs_a_body_frame_for_tf():
 
 
 def test_merge_keyframes_orders_cameras_in_time_and_gives_every_key_frame_its_own_stamp():
-    merged, camera_of = merge_keyframes(
+    merged, sources = merge_keyframes(
         {"front": [keyframe(10), keyframe(30), keyframe(50)], "down": [keyframe(20), keyframe(30)]}
     )
     stamps = [k.frame.stamp_ns for k in merged]
     assert stamps == [10, 20, 30, 31, 50]  # the down camera's frame at 30 (same stamp) moves 1 ns later
-    assert [camera_of[s] for s in stamps] == ["front", "down", "front", "down", "front"]
+    assert [sources[s].camera for s in stamps] == ["front", "down", "front", "down", "front"]
+    # ... inside the pipeline only: its source keeps the stamp the camera gave it (evidence, memory)
+    assert [sources[s].keyframe.frame.stamp_ns for s in stamps] == [10, 20, 30, 30, 50]
+    assert sources[31].keyframe is not merged[3] and sources[30].keyframe is merged[2]
     # One camera: its key frames as they are.
-    alone, cameras = merge_keyframes({"": [keyframe(5), keyframe(9)]})
-    assert [k.frame.stamp_ns for k in alone] == [5, 9] and set(cameras.values()) == {""}
+    alone, found = merge_keyframes({"": [keyframe(5), keyframe(9)]})
+    assert [k.frame.stamp_ns for k in alone] == [5, 9] and {s.camera for s in found.values()} == {""}
+
+
+def test_the_vlm_s_motion_label_between_two_cameras_is_dropped_and_measured_motion_kept():
+    def step(stamp, source):
+        return Description(1, stamp, "turn left" if source == "vlm" else "I moved 1 m", "x", "x", source)
+
+    described = [description(10), step(20, "vlm"), step(30, "vlm"), step(40, "odometry")]
+    cameras = {10: "front", 20: "front", 30: "down", 40: "front"}
+    kept = keep_measured_motion(described, cameras)
+    # front -> front (VLM, same view) stays; front -> down (VLM compared two cameras) goes; poses stay.
+    assert [d.action for d in kept] == ["move forward", "turn left", None, "I moved 1 m"]
+    assert kept[2].action_source == "none" and kept[2].as_text() == "x"
 
 
 def test_observations_name_their_camera_and_the_memory_gets_the_vlm_s_words_back():
@@ -136,12 +153,21 @@ def test_the_launch_file_gives_the_config_file_to_a_node_of_any_name(tmp_path):
     config.write_text(
         "/**:\n  ros__parameters:\n    use_sim_time: false\n"
         "/**/embodied_r:\n  ros__parameters:\n    camera: {topic: cam, qos: reliable}\n    cameras: ''\n"
-        "front_reasoner:\n  ros__parameters:\n    camera: {topic: front/image_raw}\n"
+        "/drone1/front_reasoner:\n  ros__parameters:\n    camera: {topic: front/image_raw}\n"
+        "/drone2/front_reasoner:\n  ros__parameters:\n    camera: {topic: other/image_raw}\n"
         "other_node:\n  ros__parameters:\n    camera: {topic: wrong}\n"
     )
-    front = module.file_parameters(str(config), "front_reasoner")
-    assert front == {"use_sim_time": False, "camera": {"topic": "front/image_raw"}, "cameras": ""}
-    assert module.file_parameters(str(config), "embodied_r")["camera"] == {"topic": "cam", "qos": "reliable"}
+    # The default name's section first, then the node's own (matched with its namespace), name by name.
+    assert module.file_parameters(str(config), "front_reasoner", "drone1") == {
+        "use_sim_time": False, "camera.topic": "front/image_raw", "camera.qos": "reliable", "cameras": "",
+    }  # fmt: skip
+    def topic(name, namespace):
+        return module.file_parameters(str(config), name, namespace)["camera.topic"]
+
+    assert topic("front_reasoner", "/drone2") == "other/image_raw"
+    assert topic("embodied_r", "") == "cam"
+    assert topic("front_reasoner", "") == "cam"  # no section of its own at the root
     # The package's own file (every default, under /**/embodied_r) reaches a renamed node whole.
-    shipped = module.file_parameters(str(ROOT / "config" / "embodied_r.yaml"), "down_reasoner")
-    assert shipped["camera"]["topic"] == "camera/image_raw" and "cameras" in shipped
+    shipped = module.file_parameters(str(ROOT / "config" / "embodied_r.yaml"), "down_reasoner", "drone1")
+    assert shipped["camera.topic"] == "camera/image_raw" and shipped["cameras"] == ""
+    assert set(shipped) >= set(default_parameters())

@@ -15,7 +15,7 @@ from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Image
 
 from embodied_r_ros.frames import NS_PER_S
-from embodied_r_ros.ros.messages import keyframe_stamps_ns, rgb_image_message, stamp_to_ns
+from embodied_r_ros.ros.messages import keyframe_stamps_ns, ns_to_time, rgb_image_message, stamp_to_ns
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 NAMESPACE = "twin"
@@ -62,8 +62,9 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         assert wait_for(lambda: all(s.frames_received == len(front.frames) for s in received.values()))
         assert ask.wait_for_service(timeout_sec=20.0)
 
-        def asked(camera: str):
+        def asked(camera: str, interval: tuple[int, int] = (0, 0)):
             request = AskSpatial.Request(question="What did I see last?", window_seconds=600.0, camera=camera)
+            request.start_stamp, request.end_stamp = ns_to_time(interval[0]), ns_to_time(interval[1])
             return result_of(ask.call_async(request), timeout=120.0)
 
         front_stamps = {f.stamp_ns for f in front.frames}
@@ -90,6 +91,30 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         assert wait_for(lambda: all(s in images for s in stamps))
         assert [images[s] for s in stamps] == [f"{camera}_link" for camera in cameras]
 
+        # Cameras triggered together (the same stamps): every key frame is reported with its own camera's
+        # stamp (no 1-ns shift leaks out), both cameras' frames are reasoned over, and each camera's
+        # memory keeps the descriptions of its own key frames.
+        later = start + 4 * NS_PER_S
+        together = synthetic_clip(seconds=2.0, fps=5.0, size=(160, 120), start_ns=later, seed=3)
+        for frame in together.frames:
+            for name in ("front", "down"):
+                publishers[name].publish(rgb_image_message(frame.image, frame.stamp_ns, f"{name}_link"))
+            time.sleep(0.005)
+        total = len(front.frames) + len(together.frames)
+        assert wait_for(lambda: all(s.frames_received == total for s in received.values()))
+        same = asked("", (together.frames[0].stamp_ns, together.frames[-1].stamp_ns))
+        assert same.success, same.message
+        stamps, cameras = keyframe_stamps_ns(same.answer), list(same.answer.keyframe_cameras)
+        clip_stamps = {f.stamp_ns for f in together.frames}
+        assert set(stamps) <= clip_stamps and {"front", "down"} == set(cameras)
+        assert len(stamps) > len(set(stamps))  # a stamp both cameras share is there once for each
+        for name in ("front", "down"):
+            store = node.served.cameras[name].memory.store
+            store.flush(10.0)
+            remembered = {d.stamp_ns for d in store.descriptions(min(clip_stamps), max(clip_stamps))}
+            mine = {s for s, c in zip(stamps, cameras, strict=True) if c == name}
+            assert mine <= remembered, name
+
         # A camera the node does not have: refused at once, naming the cameras it has.
         rear = asked("rear")
         assert not rear.success and "its cameras: front, down" in rear.message
@@ -97,7 +122,7 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         # Each camera's frames went to its own memory file, none to the other's.
         node.served.cameras["front"].memory.store.flush(10.0)
         node.served.cameras["down"].memory.store.flush(10.0)
-        for name, own in (("front", front_stamps), ("down", down_stamps)):
+        for name, own in (("front", front_stamps | clip_stamps), ("down", down_stamps | clip_stamps)):
             path = tmp_path / f"m.{name}.sqlite"
             with sqlite3.connect(path) as db:
                 kept = {row[0] for row in db.execute("SELECT stamp_ns FROM frames")}
@@ -106,9 +131,10 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         # /diagnostics: each camera's own counts, their sum at the top.
         status = node.diagnostics()
         values = {kv.key: kv.value for kv in status.values}
-        assert values["cameras.front.frames_received"] == str(len(front.frames))
-        assert values["cameras.down.frames_received"] == str(len(down.frames))
-        assert values["frames_received"] == str(len(front.frames) + len(down.frames))
+        assert values["cameras.front.frames_received"] == values["cameras.down.frames_received"] == str(total)
+        assert values["frames_received"] == str(2 * total)
+        held = [node.served.cameras[name].history.size().keyframes for name in ("front", "down")]
+        assert values["keyframes_held"] == str(sum(held)) and all(held)
         assert values["inputs.camera.front"] == "ok" and values["inputs.camera.down"] == "ok"
         assert values["cameras.down.memory_path"].endswith("m.down.sqlite")
     finally:

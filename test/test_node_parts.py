@@ -219,6 +219,29 @@ def test_worker_handler_errors_reach_the_caller_and_idle_tasks_run_between_jobs(
         worker.submit("late", timeout_s=1)
 
 
+def test_a_dropped_idle_task_is_told_so_that_its_claim_is_not_held_forever():
+    """Idle tasks dropped (beyond the bound, or cleared at a stamp jump) call their ``on_dropped``: the
+    memory describer's batch gives its claim back there, else no batch would ever be scheduled again."""
+    release = threading.Event()
+    worker = QueryWorker(lambda job: release.wait(10), queue_length=1, max_idle_tasks=2)
+    dropped, ran = [], []
+    try:
+        job = worker.submit("hold the worker", timeout_s=10)  # idle tasks wait behind it
+        deadline = time.monotonic() + 10
+        while worker.running is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for name in "abc":
+            worker.submit_idle(lambda n=name: ran.append(n), on_dropped=lambda n=name: dropped.append(n))
+        assert dropped == ["a"]  # the oldest, beyond the bound of 2
+        worker.clear_idle()
+        assert dropped == ["a", "b", "c"]
+        release.set()
+        assert job.wait(10) and ran == []
+    finally:
+        release.set()
+        worker.close()
+
+
 def test_worker_hands_the_payload_to_the_handler_untouched():
     payload = object()  # the worker never looks inside (no question, no size)
     worker = QueryWorker(lambda job: job.payload)

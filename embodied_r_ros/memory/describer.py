@@ -87,6 +87,12 @@ class MemoryDescriber:
             self._scheduled = True
             return True
 
+    def release(self) -> None:
+        """Give the claim back without describing (the scheduled batch was dropped before it ran), so
+        that the next :meth:`claim` schedules one again."""
+        with self._lock:
+            self._scheduled = False
+
     def describe_batch(self) -> int:
         """Describe and embed up to ``batch`` undescribed key frames (newest first) and store them; the
         number described. Never raises: a failure is logged and counted, and the frames stay in the

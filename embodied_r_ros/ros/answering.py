@@ -14,16 +14,19 @@ work without /clock (a silent camera shows as a warning on /diagnostics); an ans
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..cameras import merge_keyframes
+from ..frames import NS_PER_S
 from ..history import EmptyHistoryError, RobotHistory, WindowKeyFrames
 from ..keyframes import KeyFrame
+from ..memory.records import MemoryStoreError
 from ..pipeline import EmbodiedR, NoFramesError
-from ..windows import format_stamp
-from .messages import answer_to_message
+from ..windows import WindowError, format_stamp
+from .messages import answer_to_message, ns_to_time
 from .params import NodeParameters
 from .query_worker import QueryJob
 from .questions import QueuedQuestion
@@ -75,52 +78,95 @@ class Answerer:
         self._params, self._clock = params, clock
 
     def __call__(self, job: QueryJob[QueuedQuestion]) -> QueryResult:
-        """The window's key frames, then the pipeline (VLM, LM); raises NoFramesError when there are none."""
+        """The window's key frames, then the pipeline (VLM, LM); raises NoFramesError when there are none
+        (and WindowError for a window outside the history of the one camera asked)."""
         start = time.perf_counter()
         job.report("keyframes", 0.05)
         request = job.payload.request
         asked = [c for c in self._cameras.values() if not request.camera or c.name == request.camera]
-        found: dict[str, WindowKeyFrames] = {}
-        reasons = []
-        for camera in asked:
-            try:
-                found[camera.name] = self._keyframes(camera, job.payload)
-            except NoFramesError as exc:
-                reasons.append(f"{camera.name}: {exc}" if camera.name else str(exc))
-        if not found:
-            raise NoFramesError("; ".join(reasons))
-        keyframes, camera_of = merge_keyframes({name: f.keyframes for name, f in found.items()})
+        found = self._found(asked, job.payload)
+        keyframes, sources = merge_keyframes({name: f.keyframes for name, f in found.items()})
         named = len(self._cameras) > 1  # the cameras are named in the prompt and the evidence
         keyframes_s = time.perf_counter() - start
-        origins = [f.mission_origin_ns for f in found.values() if f.mission_origin_ns is not None]
         answer = self._pipeline.answer(
             request.question,
             request.options,
             keyframes=keyframes,
             on_progress=job.report,
-            mission_origin_ns=min(origins) if origins else None,  # a search's key frames: time and place
-            cameras=camera_of if named else None,
+            mission_origin_ns=self._mission_origin(asked, found),  # a search's key frames: time and place
+            cameras={stamp: source.camera for stamp, source in sources.items()} if named else None,
         )
-        for name, window in found.items():
-            own = {k.frame.stamp_ns for k in window.keyframes}
-            described = [
-                d for d in answer.descriptions if camera_of.get(d.stamp_ns) == name and d.stamp_ns in own
+        for name in found:  # each camera's memory keeps its own frames' descriptions, by their own stamps
+            own = [
+                dataclasses.replace(d, stamp_ns=sources[d.stamp_ns].keyframe.frame.stamp_ns)
+                for d in answer.descriptions
+                if d.stamp_ns in sources and sources[d.stamp_ns].camera == name
             ]
-            self._cameras[name].memory.remember(described, self._pipeline.perception, request.question)
-        # The key frames reasoned over: fewer than the window's when the prompt was fitted to the context.
-        used = set(answer.keyframe_stamps_ns)
-        keyframes = [k for k in keyframes if k.frame.stamp_ns in used] or keyframes
+            self._cameras[name].memory.remember(own, self._pipeline.perception, request.question)
+        # The key frames reasoned over (fewer than the window's when the prompt was fitted to the context),
+        # as their cameras gave them.
+        used = [sources[s] for s in answer.keyframe_stamps_ns if s in sources] or list(sources.values())
+        keyframes = [source.keyframe for source in used]
         # Under use_sim_time before /clock comes the node's clock reads 0: stamp with camera time instead.
         stamp = self._clock().now().nanoseconds or keyframes[-1].frame.stamp_ns
-        last = self._cameras[camera_of[keyframes[-1].frame.stamp_ns]]
+        frame_ids = [self._cameras[source.camera].inputs.frame_id for source in used]
         spans = sorted({span for window in found.values() for span in window.spans()})
-        message = answer_to_message(answer, job.id, stamp, last.inputs.frame_id, spans)
+        message = answer_to_message(answer, job.id, stamp, frame_ids[-1], spans)
         if named:
-            message.keyframe_cameras = [camera_of.get(s, "") for s in answer.keyframe_stamps_ns]
+            message.keyframe_stamps = [ns_to_time(k.frame.stamp_ns) for k in keyframes]
+            message.keyframe_cameras = [source.camera for source in used]
         if request.search_memory:
             message.notes.append(_searched_note(spans))
-        frame_ids = [self._cameras[camera_of[k.frame.stamp_ns]].inputs.frame_id for k in keyframes]
         return QueryResult(message, keyframes, keyframes_s, frame_ids)
+
+    def _found(self, asked: Sequence[CameraServed], question: QueuedQuestion) -> dict[str, WindowKeyFrames]:
+        """Each asked camera's key frames of the question's window, by camera; raises NoFramesError (or,
+        for one camera, WindowError) when no camera has any. Over several cameras, "the last N seconds"
+        end at the newest frame of any of them (a camera that stalled adds nothing old), and a camera whose
+        history cannot answer the window only says why, beside the others' key frames."""
+        if len(asked) == 1:
+            return {asked[0].name: self._keyframes(asked[0], question)}
+        found: dict[str, WindowKeyFrames] = {}
+        reasons = []
+        for camera in asked:
+            try:
+                found[camera.name] = self._keyframes(camera, question)
+            except (NoFramesError, WindowError) as exc:
+                reasons.append(f"camera {camera.name}: {exc}")
+        window, config = question.window, self._params.config
+        if found and not window.absolute and not question.request.search_memory:
+            cutoff = max(f.newest_ns for f in found.values()) - round(
+                (window.seconds or config.query.window_s) * NS_PER_S
+            )
+            for name, f in list(found.items()):
+                recent = [k for k in f.keyframes if k.frame.stamp_ns >= cutoff]
+                if recent:
+                    found[name] = dataclasses.replace(f, start_ns=max(f.start_ns, cutoff), keyframes=recent)
+                else:
+                    del found[name]
+                    reasons.append(f"camera {name}: no frames in the window (its newest: "
+                                   f"{format_stamp(f.newest_ns)})")  # fmt: skip
+        if not found:
+            raise NoFramesError("; ".join(reasons))
+        return found
+
+    def _mission_origin(
+        self, asked: Sequence[CameraServed], found: Mapping[str, WindowKeyFrames]
+    ) -> int | None:
+        """Where a memory search's mission times count from: the earliest timeline start of every camera
+        asked (not only those with hits, so that the clock stays put from one question to the next)."""
+        origins = [f.mission_origin_ns for f in found.values() if f.mission_origin_ns is not None]
+        if not origins:
+            return None
+        for camera in asked:
+            reader = camera.history.memory
+            try:
+                start = reader.timeline_start_ns() if reader is not None and reader.readable else None
+            except MemoryStoreError:
+                start = None
+            if start is not None:
+                origins.append(start)
+        return min(origins)
 
     def _keyframes(self, camera: CameraServed, question: QueuedQuestion) -> WindowKeyFrames:
         """The key frames of ``question``'s window (or of the memory's intervals that match it) in

@@ -21,7 +21,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
-from ..history import RobotHistory
+from ..history import HistorySize, RobotHistory
 from ..node_config import NodeConfig
 from .node_memory import NodeMemory, memory_values
 from .query_worker import QueryWorker
@@ -223,6 +223,7 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         message += (
             f"; {qos_count} camera publisher(s) offer a QoS incompatible with camera.qos="
             f"{config.camera.qos} (policy {qos_policy}): set camera.qos to match the camera"
+            + (" (or its :reliable / :sensor_data in cameras)" if view.cameras else "")
         )
     if view.clock_problem:
         level = max(level, DiagnosticStatus.WARN)
@@ -231,7 +232,12 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
     if memory_status is not None and not memory_status.enabled:
         level = max(level, DiagnosticStatus.WARN)
         message += f"; memory off: {memory_status.problem}"
-    held = view.history.size() if view.history is not None else None
+    for camera in view.cameras[1:]:  # the first camera's memory is the one above
+        status = camera.memory.status() if camera.memory is not None else None
+        if status is not None and not status.enabled:
+            level = max(level, DiagnosticStatus.WARN)
+            message += f"; memory of camera {camera.name} off: {status.problem}"
+    held = _held(view)
     worker = view.worker
     running = worker.running if worker else None
     values = {
@@ -276,6 +282,15 @@ def diagnostic_status(view: NodeView, stats: NodeStats) -> DiagnosticStatus:
         hardware_id=view.name,
         values=[KeyValue(key=key, value=str(value)) for key, value in values.items()],
     )
+
+
+def _held(view: NodeView) -> HistorySize | None:
+    """What the history holds (None: not configured); of a node with several cameras, all of them."""
+    if view.history is None:
+        return None
+    sizes = [c.history.size() for c in view.cameras if c.history is not None] or [view.history.size()]
+    columns = zip(*(dataclasses.astuple(size) for size in sizes), strict=True)
+    return HistorySize(*(sum(column) for column in columns))
 
 
 def _is_camera(key: str) -> bool:

@@ -129,10 +129,11 @@ class EmbodiedRNode(LifecycleNode):
         self.cameras: dict[str, NodeInputs] = {}
         for spec in specs:
             stats = self.stats if len(specs) == 1 else NodeStats()
+            first = next(iter(self.cameras.values()), None)  # takes /clock and the poses for all
             self.cameras[spec.name] = NodeInputs(
-                self, self.params, stats, camera_thread, camera=spec, take_clock=not self.cameras
+                self, self.params, stats, camera_thread, camera=spec, shared_poses=first
             )
-        self.inputs = next(iter(self.cameras.values()))  # the first camera's (with /clock)
+        self.inputs = next(iter(self.cameras.values()))  # the first camera's (with /clock and the poses)
         worker, state = (lambda: self.worker), (lambda: self.lifecycle_state)
         self.questions = QuestionPath(
             self, self.params, self.stats, worker, state, failure=lambda: self._failure

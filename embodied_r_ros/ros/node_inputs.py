@@ -60,8 +60,9 @@ class NodeInputs:
     """The inputs of ``node`` for one camera (see the module docstring): ``camera`` (default: the node's
     one camera, ``camera.*``) and the poses. ``own_threads`` False serves the camera and the poses from the
     node's executor like every other callback (the benchmark's baseline). A node with several cameras
-    (:mod:`embodied_r_ros.cameras`) has one NodeInputs per camera, each with its counters (``stats``) and
-    pose source; only the first takes /clock (``take_clock``)."""
+    (:mod:`embodied_r_ros.cameras`) has one NodeInputs per camera, each with its frame counters
+    (``stats``); the first takes /clock and the poses (the body's, one source for all): the others name it
+    as ``shared_poses``, and its pose source feeds their histories too."""
 
     def __init__(
         self,
@@ -70,14 +71,14 @@ class NodeInputs:
         stats: NodeStats,
         own_threads: bool,
         camera: CameraSpec | None = None,
-        take_clock: bool = True,
+        shared_poses: NodeInputs | None = None,
     ) -> None:
         self._node, self._params, self._stats, self._own_threads = node, params, stats, own_threads
         config = params.config
         self.spec = camera or config.camera_specs()[0]
         # /diagnostics keys (inputs.<key>) and names in the log: "camera", or "camera.front" of several.
         suffix = f".{self.spec.name}" if self.spec.name else ""
-        self.camera_key, self.poses_key = f"camera{suffix}", f"poses{suffix}"
+        self.camera_key, self.poses_key = f"camera{suffix}", "poses"
         self.camera_topic = self.spec.topic
         self.camera_type: type = Image
         if self.spec.compressed:
@@ -100,7 +101,9 @@ class NodeInputs:
         # Warnings from the camera and pose paths: logged by a thread of their own (see deferred_log).
         log_name = f"{node.get_name()}_log" + (f"_{self.spec.name}" if self.spec.name else "")
         self._log = DeferredLogger(node.get_logger(), name=log_name)
-        self._clock = self._take_clock_on_own_thread() if take_clock else None
+        self._shared = shared_poses  # the first camera's inputs, whose pose source this camera uses
+        self._pose_histories: tuple[RobotHistory, ...] = ()  # where this pose source's poses go (active)
+        self._clock = self._take_clock_on_own_thread() if shared_poses is None else None
 
     def _take_clock_on_own_thread(self) -> SubscriptionThread | None:
         """Under use_sim_time, /clock taken by a thread of its own; None without sim time.
@@ -154,28 +157,44 @@ class NodeInputs:
             event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_camera_qos_mismatch),
             with_info=True,  # the publisher's sequence numbers: frames lost in transport
         )
-        stats, add_pose = self._stats, history.add_pose
+        if self._shared is not None:  # the first camera's pose source feeds this history too
+            self._shared._pose_histories = (*self._shared._pose_histories, history)
+        else:
+            self._start_poses(history)
+        self._active_since, self._first_frame = time.monotonic(), None
+        self._received_at_start, self._no_pose_reason = self._stats.frames_received, ""
+        self._target = _Target(history, on_keyframe, on_restart)  # last: frames are taken from here on
+
+    def _start_poses(self, history: RobotHistory) -> None:
+        """Subscribe to the poses (``pose.source``); they go to ``history`` and to every camera's history
+        added to :attr:`_pose_histories` later."""
+        stats = self._stats
+        self._pose_histories = (history,)
 
         def on_pose(stamp_ns: int, pose: Pose) -> None:
             stats.last_pose_wall = time.monotonic()  # one writer: the pose thread
-            add_pose(stamp_ns, pose)
+            for each in self._pose_histories:
+                each.add_pose(stamp_ns, pose)
 
         self.poses = PoseSource(
-            node,
-            config.pose,
+            self._node,
+            self._params.config.pose,
             self._pose_group,
             on_pose=on_pose,
             on_problem=self._on_pose_problem,
             own_threads=self._own_threads,  # off the executor too: see input_thread
         )
-        self._active_since, self._first_frame = time.monotonic(), None
-        self._received_at_start, self._no_pose_reason = self._stats.frames_received, ""
-        self._target = _Target(history, on_keyframe, on_restart)  # last: frames are taken from here on
+
+    def _pose_source(self) -> PoseSource | None:
+        """The pose source this camera's frames ask for their poses (tf): its own, or the first camera's."""
+        return self.poses if self._shared is None else self._shared.poses
 
     @property
     def description(self) -> str:
         """What an active node listens to, for its log."""
         poses = self.poses.description if self.poses is not None else "off"
+        if self._shared is not None:
+            poses = f"as {self._shared.spec.label}"
         topic = self._node.resolve_topic_name(self.camera_topic)
         return f"{self.spec.label} {topic} ({self.camera_type.__name__}), poses {poses}"
 
@@ -193,6 +212,7 @@ class NodeInputs:
         self._target, self._active_since = None, None
         self.watch.clear()
         camera, poses, self.camera, self.poses = self.camera, self.poses, None, None
+        self._pose_histories = ()
         if camera is not None:
             close_input(self._node, camera)
         if poses is not None:
@@ -247,7 +267,7 @@ class NodeInputs:
             return
         if self._first_frame is None:
             self._first_frame = time.monotonic()  # poses are judged from here (input_watch)
-        poses = self.poses
+        poses = self._pose_source()
         if poses is not None:
             poses.frame_seen(stamp, message.header.frame_id)  # tf: the camera's pose at this stamp
         if decision.stored:
@@ -391,6 +411,8 @@ class NodeInputs:
     def input_states(self) -> dict[str, str]:
         """Per input, for /diagnostics: "ok", its problem, "off" (no pose source) or "not subscribed"."""
         camera, poses_key = self.camera_key, self.poses_key
+        if self._shared is not None:  # the poses are the first camera's to report
+            return {camera: problems_or(self.watch.problems, camera, self._active_since)}
         if self._active_since is None:
             return {camera: "not subscribed", poses_key: "not subscribed"}
         problems = self.watch.problems
@@ -420,3 +442,8 @@ class NodeInputs:
         if now - self._warned.get(reason, -math.inf) >= WARN_THROTTLE_S:
             self._warned[reason] = now
             self._log.warning(text)
+
+
+def problems_or(problems: Mapping[str, str], key: str, active_since: float | None) -> str:
+    """An input's state for /diagnostics: "not subscribed" while inactive, its problem, or "ok"."""
+    return "not subscribed" if active_since is None else problems.get(key, "ok")

@@ -115,7 +115,7 @@ class NodeMemory:
             if describer.describe_batch() >= describer.batch and not self._closed:
                 self.schedule_describer(worker)
 
-        worker.submit_idle(batch)
+        worker.submit_idle(batch, on_dropped=describer.release)  # dropped: claim again next time
 
     def search(
         self, history: RobotHistory, request: QueryRequest, window: Window, settings: SearchSettings

@@ -124,7 +124,9 @@ class QueryWorker(Generic[Payload]):
         self._on_finished = on_finished
         self.queue_length = queue_length
         self._queue: deque[QueryJob] = deque()
-        self._idle: deque[Callable[[], None]] = deque(maxlen=max_idle_tasks)
+        # (task, on_dropped): the oldest go beyond max_idle_tasks, and each dropped task hears of it
+        self._idle: deque[tuple[Callable[[], None], Callable[[], None] | None]] = deque()
+        self._max_idle = max_idle_tasks
         self._cond = threading.Condition()
         self._running: QueryJob | None = None
         self._stopped = False
@@ -190,17 +192,27 @@ class QueryWorker(Generic[Payload]):
         job._end()
         return True
 
-    def submit_idle(self, task: Callable[[], None]) -> None:
-        """Run ``task`` when no question waits (the oldest idle tasks are dropped beyond the bound)."""
+    def submit_idle(self, task: Callable[[], None], on_dropped: Callable[[], None] | None = None) -> None:
+        """Run ``task`` when no question waits. Beyond the bound the oldest idle tasks are dropped, and
+        :meth:`clear_idle` drops them all: ``on_dropped`` is then called instead of ``task`` (a task that
+        holds a claim, the memory describer's batch, releases it there), as it is for a worker stopped."""
+        dropped = []
         with self._cond:
-            if not self._stopped:
-                self._idle.append(task)
+            if self._stopped:
+                dropped.append(on_dropped)
+            else:
+                self._idle.append((task, on_dropped))
+                while len(self._idle) > self._max_idle:
+                    dropped.append(self._idle.popleft()[1])
                 self._cond.notify_all()
+        _call_all(dropped)
 
     def clear_idle(self) -> None:
-        """Drop the idle tasks not started yet."""
+        """Drop the idle tasks not started yet (each one's ``on_dropped`` is called)."""
         with self._cond:
+            dropped = [on_dropped for _, on_dropped in self._idle]
             self._idle.clear()
+        _call_all(dropped)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop taking questions: the queued and the running one are abandoned as SHUTDOWN and reported to
@@ -234,7 +246,7 @@ class QueryWorker(Generic[Payload]):
                     job.state, job.started = RUNNING, time.monotonic()
                     self._running = job
                 return job, None
-            return None, self._idle.popleft()
+            return None, self._idle.popleft()[0]
 
     def _loop(self) -> None:
         while not self._stopped:
@@ -276,3 +288,10 @@ class QueryWorker(Generic[Payload]):
                     job.state, job.abandon_reason = ABANDONED, TIMEOUT
                 else:
                     job.state = DONE
+
+
+def _call_all(callbacks: list[Callable[[], None] | None]) -> None:
+    """Call each callback given (outside the worker's lock: they may take their own)."""
+    for callback in callbacks:
+        if callback is not None:
+            callback()
