@@ -48,10 +48,12 @@ from .memory.search import (
     REASON_RETRIEVED,
     Interval,
     SearchSettings,
+    group_hits,
     search_intervals,
     settings_for,
     spread_indices,
 )
+from .memory.sightings import SightingIndex, catch_up, sighting_hits
 from .memory.store import MemoryStore
 from .memory.text_embedding import TextEmbedder
 from .poses.pose_history import PoseHistory
@@ -160,6 +162,7 @@ class RobotHistory:
         self._newest_ns: int | None = None
         self._oldest_ns: int | None = None  # the first frame since the start or the last clear
         self._newest_pose_ns: int | None = None
+        self._sightings: SightingIndex | None = None  # the memory's sightings (searches keep it current)
         self._lock = threading.Lock()
 
     @property
@@ -246,6 +249,7 @@ class RobotHistory:
             self._oldest_ns = None
             self._newest_pose_ns = None
             self._stamp_guard.reset()
+            self._sightings = None  # read again from the memory (a reset may have cleared it)
         return frames, decisions
 
     # --------------------------------------------------------------------------------------- queries
@@ -370,7 +374,14 @@ class RobotHistory:
             start = max(start, span[0])
         try:
             settings = settings_for(question, settings, self.keyframe_config.max_keyframes)
-            intervals = search_intervals(memory, embedder, question, options, start, end, settings)
+            # A count, a first or a last sighting: from every sighting the memory holds, in time order.
+            index = catch_up(self._sightings, memory, self.poses.max_gap_ns / NS_PER_S)
+            self._sightings = index
+            hits = sighting_hits(index, question, options, start, end, settings.k)
+            if hits:
+                intervals = group_hits(hits, settings, start, end)
+            else:
+                intervals = search_intervals(memory, embedder, question, options, start, end, settings)
             found = self.keyframes_in_intervals(intervals) if intervals else None
         except MemoryStoreError as exc:
             raise MemorySearchError(f"cannot search the memory: {exc}") from exc

@@ -159,6 +159,20 @@ class MemoryReader:
         )
         return [StoredDescription(s, t, m, bool(a), q) for s, t, m, a, q in rows]
 
+    def agnostic_descriptions(
+        self, after_id: int, limit: int = 4096
+    ) -> tuple[int, list[tuple[int, int, str]]]:
+        """(timeline, rows) of the current timeline's question-agnostic descriptions written after row
+        ``after_id``: up to ``limit`` (id, stamp, text), in the order written (read them again from the last
+        id for more)."""
+        timeline = self.status().timeline
+        rows = self._read(
+            "SELECT id, stamp_ns, text FROM descriptions WHERE timeline = ? AND question_agnostic = 1 AND "
+            "id > ? ORDER BY id LIMIT ?",
+            (timeline, int(after_id), int(limit)),
+        )
+        return timeline, [(int(i), int(s), str(t)) for i, s, t in rows]
+
     def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
         """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
         question-agnostic description yet, newest first (what a robot is asked about most)."""

@@ -1,0 +1,259 @@
+"""Every sighting the memory holds, by name and place: what counting and "when did I last see X" need.
+
+A memory search by similarity (:mod:`.search`) finds the key frames whose descriptions resemble a question,
+the best ``k`` of them. That serves "where did I see the red backpack?", but not a count over an hour ("how
+many chairs did I see?": every chair, not the 32 most chair-like frames) nor "the last time I saw X" (one
+sighting among many alike: similarity cannot tell which is last). This module reads the objects named in
+the memory's question-agnostic descriptions (:mod:`.describer` writes one per key frame) into *sightings*:
+a name, the stamp, and where the object stood in the odometry frame (the key frame's pose, plus the
+object's direction and distance as the description gives them). Sightings of one name at one place are
+one *identity* (an object seen again on a revisit), sightings of one name far apart are two ("the red chair"
+of room 3 and the one of room 12). :func:`sighting_hits` turns a question into the key frames to answer it
+from, in time order: one per identity for a count, each identity's last (or first) sighting for "last"
+("first"); other questions go to the similarity search.
+
+Descriptions are read in the form the ground-truth perceiver writes and the VLM prompt asks for
+(``<colour> <thing> <direction>, <near|far>, <distance> m`` items after "I see"); a VLM that writes free
+prose gives fewer sightings (what cannot be read is left out, never guessed). Without a pose (no odometry)
+or a distance, sightings of one name are one identity: the place cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from ..frames import Pose
+from ..poses.ego_motion import quaternion_to_matrix
+from .reader import MemoryReader
+from .records import SearchHit
+
+SAME_OBJECT_M = 4.0  # sightings of one name closer than this (object positions) are one identity
+# The horizontal bearing each direction word stands for (degrees, left positive): the middle of the ranges
+# the ground-truth perceiver uses (ahead < 8, ahead-left/right < 22, left/right beyond).
+BEARINGS_DEG = {"ahead": 0.0, "ahead-left": 15.0, "ahead-right": -15.0, "left": 30.0, "right": -30.0}
+_ITEM = re.compile(
+    r"^(?P<name>[a-z][a-z -]*?)\s+(?P<direction>ahead-left|ahead-right|ahead|left|right)"
+    r"(?:\s+(?:below|above))?\s*,\s*(?:near|far)\s*,\s*(?P<distance>\d+(?:\.\d+)?)\s*m\b"
+)
+_LISTING = re.compile(r"(?:^|[.:]\s*)(?:I see|First seen:)\s+(?P<items>[^.]*(?:\.\d[^.]*)*)", re.IGNORECASE)
+_COUNT = re.compile(r"\bhow many\b", re.IGNORECASE)
+_LAST = re.compile(r"\b(?:last|most recently|latest)\b", re.IGNORECASE)
+_FIRST = re.compile(r"\b(?:first|earliest)\b", re.IGNORECASE)
+_WORD = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One object a description names: its name ("red chair"), horizontal bearing off the camera's axis
+    (degrees, left positive) and distance (metres)."""
+
+    name: str
+    bearing_deg: float
+    distance_m: float
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One object named at one key frame; ``position`` where it stood in the odometry frame (x, y; None
+    without the key frame's pose)."""
+
+    stamp_ns: int
+    name: str
+    position: tuple[float, float] | None
+    distance_m: float
+
+
+@dataclass
+class Identity:
+    """One object: its sightings (time order) under one name at one place."""
+
+    name: str
+    sightings: list[Sighting] = field(default_factory=list)
+
+    @property
+    def first_ns(self) -> int:
+        return self.sightings[0].stamp_ns
+
+    @property
+    def last_ns(self) -> int:
+        return self.sightings[-1].stamp_ns
+
+    @property
+    def position(self) -> tuple[float, float] | None:
+        """The mean of its sightings' positions (None when none has one)."""
+        placed = [s.position for s in self.sightings if s.position is not None]
+        if not placed:
+            return None
+        return (sum(p[0] for p in placed) / len(placed), sum(p[1] for p in placed) / len(placed))
+
+    def clearest(self) -> Sighting:
+        """Its sighting from nearest by (the key frame that shows it best)."""
+        return min(self.sightings, key=lambda s: (s.distance_m, s.stamp_ns))
+
+
+def mentions(text: str) -> list[Mention]:
+    """The objects ``text`` lists after "I see" (or "First seen:"), each ``<name> <direction>, <near|far>,
+    <distance> m``; what does not read so is left out."""
+    found = []
+    for listing in _LISTING.finditer(text):
+        for item in listing.group("items").split(";"):
+            match = _ITEM.match(item.strip().lower())
+            if match:
+                name = " ".join(match.group("name").split())
+                bearing = BEARINGS_DEG[match.group("direction")]
+                found.append(Mention(name, bearing, float(match.group("distance"))))
+    return found
+
+
+def heading(pose: Pose) -> float:
+    """The camera's heading in the odometry frame (radians, from +x towards +y): its forward (x) axis
+    projected on the ground plane."""
+    forward = quaternion_to_matrix(pose.orientation)[:, 0]
+    return math.atan2(float(forward[1]), float(forward[0]))
+
+
+def place(mention: Mention, pose: Pose | None) -> tuple[float, float] | None:
+    """Where ``mention``'s object stood in the odometry frame, seen from ``pose`` (None without one)."""
+    if pose is None:
+        return None
+    angle = heading(pose) + math.radians(mention.bearing_deg)
+    x, y = pose.position[0], pose.position[1]
+    return (x + mention.distance_m * math.cos(angle), y + mention.distance_m * math.sin(angle))
+
+
+def identities(sightings: Iterable[Sighting], same_m: float = SAME_OBJECT_M) -> list[Identity]:
+    """``sightings`` as identities: per name, in time order, each sighting joins the identity of that name
+    whose position is nearest when it is within ``same_m`` metres, else starts one; sightings without a
+    position join their name's one identity. In order of first sighting."""
+    by_name: dict[str, list[Identity]] = {}
+    for sighting in sorted(sightings, key=lambda s: s.stamp_ns):
+        known = by_name.setdefault(sighting.name, [])
+        best, best_m = None, math.inf
+        for identity in known:
+            where = identity.position
+            if sighting.position is None or where is None:
+                gap = 0.0 if sighting.position is None and where is None else math.inf
+            else:
+                gap = math.dist(sighting.position, where)
+            if gap < best_m:
+                best, best_m = identity, gap
+        if best is not None and best_m <= same_m:
+            best.sightings.append(sighting)
+        else:
+            known.append(Identity(sighting.name, [sighting]))
+    return sorted((i for group in by_name.values() for i in group), key=lambda i: i.first_ns)
+
+
+class SightingIndex:
+    """The sightings of a memory's question-agnostic descriptions (one timeline), kept up to date by
+    :meth:`add` (each description once, by its stamp)."""
+
+    def __init__(self, timeline: int = 0) -> None:
+        self.timeline = timeline
+        self.last_id = 0  # the last description row read (:func:`catch_up`)
+        self._sightings: list[Sighting] = []
+        self._seen: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._sightings)
+
+    def add(self, stamp_ns: int, text: str, pose: Pose | None) -> None:
+        """The sightings of one key frame's description (a stamp read before is skipped)."""
+        if stamp_ns in self._seen:
+            return
+        self._seen.add(stamp_ns)
+        for mention in mentions(text):
+            self._sightings.append(Sighting(stamp_ns, mention.name, place(mention, pose), mention.distance_m))
+
+    def known(self, stamp_ns: int) -> bool:
+        """Whether the description of ``stamp_ns`` was read already."""
+        return stamp_ns in self._seen
+
+    def names(self) -> set[str]:
+        return {s.name for s in self._sightings}
+
+    def between(self, start_ns: int, end_ns: int, names: set[str]) -> list[Sighting]:
+        """The sightings of ``names`` stamped in [start_ns, end_ns], in time order."""
+        chosen = [s for s in self._sightings if s.name in names and start_ns <= s.stamp_ns <= end_ns]
+        return sorted(chosen, key=lambda s: s.stamp_ns)
+
+
+def catch_up(index: SightingIndex | None, memory: MemoryReader, max_gap_s: float) -> SightingIndex:
+    """``index`` with the question-agnostic descriptions ``memory`` wrote since it was last read, each
+    placed with the pose stored at its stamp (``max_gap_s``: the farthest a pose sample may be); a new
+    index when there was none or the memory's timeline changed (a reset, a bag played again)."""
+    while True:
+        timeline, rows = memory.agnostic_descriptions(index.last_id if index is not None else 0)
+        if index is None or index.timeline != timeline:
+            index = SightingIndex(timeline)
+            timeline, rows = memory.agnostic_descriptions(0)
+        if not rows:
+            return index
+        for row_id, stamp, text in rows:
+            if not index.known(stamp):
+                index.add(stamp, text, memory.pose_at(stamp, max_gap_s))
+            index.last_id = row_id
+
+
+def named_in(question: str, names: Iterable[str]) -> set[str]:
+    """The names the question (with its options) names: a whole name ("red chair", "red chairs"), else
+    every name of a thing it names alone ("chairs", "how many lamps": every "<colour> chair")."""
+    words = [_singular(w) for w in _WORD.findall(question.lower())]
+    text = " " + " ".join(words) + " "
+    names = set(names)
+    whole = {n for n in names if f" {' '.join(_singular(w) for w in n.split())} " in text}
+    if whole:
+        # a name inside a longer one ("lamp" in "lamp post") is not asked about when the longer is
+        return {n for n in whole if not any(n != m and f" {n} " in f" {m} " for m in whole)}
+    return {n for n in names if f" {_singular(n.split()[-1])} " in text}
+
+
+def _singular(word: str) -> str:
+    """A plural's singular as the names read ("chairs" -> "chair", "benches" -> "bench", "boxes" -> "box")."""
+    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def sighting_hits(
+    index: SightingIndex,
+    question: str,
+    options: Sequence[str],
+    start_ns: int,
+    end_ns: int,
+    k: int,
+    same_m: float = SAME_OBJECT_M,
+    text_of: Callable[[int], str] = lambda stamp: "",
+) -> list[SearchHit] | None:
+    """The key frames (as hits, in time order) to answer a question about the things it names from their
+    sightings in [start_ns, end_ns], or None when the sightings do not serve it (it names nothing they hold,
+    or asks neither a count, nor a last, nor a first sighting: the similarity search answers it):
+
+    * "how many ...": one key frame per identity of the names (its clearest sighting), at most ``k``;
+    * "... last ...": each identity's last sighting, and the one before it, the latest first when more
+      than ``k``;
+    * "... first ...": each identity's first sighting, and the one after it, the earliest first.
+    """
+    count, last, first = (bool(p.search(question)) for p in (_COUNT, _LAST, _FIRST))
+    if not (count or last or first):
+        return None
+    names = named_in(" ".join([question, *options]), index.names())
+    if not names:
+        return None
+    found = identities(index.between(start_ns, end_ns, names), same_m)
+    if not found:
+        return None
+    if count:
+        stamps = [i.clearest().stamp_ns for i in found][:k]
+    elif last:
+        ends = sorted(found, key=lambda i: -i.last_ns)
+        stamps = [s.stamp_ns for i in ends for s in i.sightings[-2:][::-1]][:k]
+    else:
+        starts = sorted(found, key=lambda i: i.first_ns)
+        stamps = [s.stamp_ns for i in starts for s in i.sightings[:2]][:k]
+    return [SearchHit(stamp, 1.0, text_of(stamp)) for stamp in sorted(set(stamps))]

@@ -1,0 +1,180 @@
+"""The memory's sightings (issue 44): objects read from the question-agnostic descriptions, placed with
+the key frame's pose, merged into identities by name and place; a count answered from one key frame per
+identity, a last (first) sighting from each identity's last (first) one. Pure functions, and a real
+MemoryStore under RobotHistory.search (no ROS)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from embodied_r_ros.config import BufferConfig, KeyFrameConfig
+from embodied_r_ros.frames import NS_PER_S, Pose
+from embodied_r_ros.history import RobotHistory
+from embodied_r_ros.memory.records import SearchHit
+from embodied_r_ros.memory.search import REASON_RETRIEVED, SearchSettings
+from embodied_r_ros.memory.sightings import (
+    Mention,
+    Sighting,
+    SightingIndex,
+    catch_up,
+    identities,
+    mentions,
+    named_in,
+    place,
+    sighting_hits,
+)
+from embodied_r_ros.memory.store import MemoryStore
+from embodied_r_ros.windows import Window
+
+S = NS_PER_S
+T0 = 1_700_000_000 * S
+
+
+def facing(x: float, y: float, yaw_deg: float) -> Pose:
+    a = math.radians(yaw_deg) / 2
+    return Pose((x, y, 1.2), (0.0, 0.0, math.sin(a), math.cos(a)))
+
+
+def test_mentions_read_the_listing_form_and_leave_out_what_they_cannot_read():
+    text = (
+        "I see white tv right, near, 2.5 m; orange lamp ahead-right, far, 4 m; "
+        "red mat ahead below, near, 1 m."
+    )
+    assert mentions(text) == [
+        Mention("white tv", -30.0, 2.5),
+        Mention("orange lamp", -15.0, 4.0),
+        Mention("red mat", 0.0, 1.0),
+    ]
+    # A step's observation lists what is new; identity lines and prose are not sightings.
+    step = "First seen: grey trash can left, far, 6 m. Seen again: the same red chair as in frame 2."
+    assert mentions(step) == [Mention("grey trash can", 30.0, 6.0)]
+    assert mentions("No objects in view.") == []
+    assert mentions("A red chair stands to my left, quite close.") == []
+    # The place line a memory answer starts with does not hide the listing.
+    assert mentions("At 1:02 into the mission, at (3.1, -2.0) m: I see blue box left, near, 1.5 m.") == [
+        Mention("blue box", 30.0, 1.5)
+    ]
+
+
+def test_an_object_is_placed_from_the_key_frame_s_pose():
+    # Facing +y from (1, 2): 2 m ahead is (1, 4); 3 m at 30 deg left of +y points towards -x.
+    ahead = place(Mention("red chair", 0.0, 2.0), facing(1.0, 2.0, 90.0))
+    assert ahead == pytest.approx((1.0, 4.0))
+    left = place(Mention("red chair", 30.0, 3.0), facing(1.0, 2.0, 90.0))
+    assert left == pytest.approx((1.0 - 3 * math.sin(math.radians(30)), 2.0 + 3 * math.cos(math.radians(30))))
+    assert place(Mention("red chair", 0.0, 2.0), None) is None
+
+
+def test_identities_merge_a_revisit_and_keep_two_alike_objects_apart():
+    sightings = [
+        Sighting(1, "red chair", (0.0, 0.0), 2.0),
+        Sighting(2, "red chair", (0.5, 0.3), 1.5),  # the same chair from a step further
+        Sighting(3, "red chair", (40.0, 0.0), 2.0),  # the red chair of a room far away
+        Sighting(4, "blue lamp", (0.2, 0.0), 3.0),
+        Sighting(9, "red chair", (0.4, -0.5), 2.5),  # back in the first room: the first chair again
+    ]
+    found = identities(sightings)
+    assert [(i.name, [s.stamp_ns for s in i.sightings]) for i in found] == [
+        ("red chair", [1, 2, 9]),
+        ("red chair", [3]),
+        ("blue lamp", [4]),
+    ]
+    assert found[0].clearest().stamp_ns == 2 and found[0].last_ns == 9
+    # Without poses the place cannot tell them apart: one identity per name.
+    unplaced = [Sighting(s.stamp_ns, s.name, None, s.distance_m) for s in sightings]
+    assert [len(i.sightings) for i in identities(unplaced)] == [4, 1]
+
+
+def test_a_question_names_whole_names_or_every_name_of_a_thing():
+    names = {"red chair", "blue chair", "orange lamp", "lamp post", "grey bench"}
+    assert named_in("How far into the mission did I last see the red chair?", names) == {"red chair"}
+    assert named_in("How many different chairs did I see over the whole mission?", names) == {
+        "red chair", "blue chair",
+    }  # fmt: skip
+    assert named_in("How many benches did I see?", names) == {"grey bench"}
+    assert named_in("Which did I see first: the orange lamp or the lamp post?", names) == {
+        "orange lamp", "lamp post",
+    }  # fmt: skip
+    assert named_in("Where is the door?", names) == set()
+
+
+def index_of(rows: list[tuple[int, str, Pose | None]]) -> SightingIndex:
+    index = SightingIndex()
+    for stamp, text, pose in rows:
+        index.add(stamp, text, pose)
+    return index
+
+
+ROOMS = [  # (second, description, robot pose): rooms 0 and 1 are 40 m apart, room 0 visited twice
+    (10, "I see red chair ahead, near, 2 m; blue lamp left, far, 4 m.", facing(0, 0, 0)),
+    (12, "I see red chair ahead, near, 1.5 m.", facing(0.5, 0, 0)),
+    (60, "I see red chair ahead, near, 2 m; grey bench right, near, 2 m.", facing(40, 0, 0)),
+    (300, "I see red chair ahead, far, 3 m.", facing(-1, 0, 0)),
+    (310, "I see blue lamp ahead-left, near, 2 m.", facing(0, 2, 45)),
+]
+
+
+def test_counts_and_last_and_first_sightings_pick_their_key_frames_in_time_order():
+    index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
+    end = T0 + 400 * S
+
+    def stamps(question, k=16):
+        hits = sighting_hits(index, question, (), T0, end, k)
+        return None if hits is None else [(h.stamp_ns - T0) // S for h in hits]
+
+    # Two red chairs (room 0, seen at 10, 12, 300; room 1 at 60): one key frame each, the clearest view.
+    assert stamps("How many different chairs did I see over the whole mission?") == [12, 60]
+    assert stamps("How many different chairs did I see over the whole mission?", k=1) == [12]
+    # The last sighting of each red chair, with the one before it; the latest is what "last" reads.
+    assert stamps("How far into the mission (minutes:seconds) did I last see the red chair?") == [12, 60, 300]
+    assert stamps("Which did I see first: the blue lamp or the grey bench?") == [10, 60, 310]
+    # A window bounds the sightings; other questions go to the similarity search.
+    later = sighting_hits(index, "How many chairs did I see?", (), T0 + 50 * S, end, 16)
+    assert [h.stamp_ns for h in later] == [T0 + 60 * S, T0 + 300 * S]  # room 0's chair: seen at 300 only
+    assert stamps("Where is the red chair?") is None
+    assert stamps("How many doors did I see?") is None
+    assert all(isinstance(h, SearchHit) for h in sighting_hits(index, "How many lamps?", (), T0, end, 16))
+
+
+def write_mission(store: MemoryStore, rows) -> None:
+    """Candidates every second (each a key frame at the listed seconds), poses at 10 Hz, descriptions."""
+    pixels = np.zeros((24, 32, 3), np.uint8)
+    described = {second: (text, pose) for second, text, pose in rows}
+    for second in range(0, 320):
+        store.add_candidate(T0 + second * S, second in described, 0.5, "overlap", pixels)
+        pose = described.get(second, (None, facing(0, 0, 0)))[1]
+        store.add_pose(T0 + second * S, pose)
+    for second, (text, _) in described.items():
+        store.add_description(T0 + second * S, text, "ground truth", question_agnostic=True)
+    assert store.flush()
+
+
+def test_the_history_answers_a_count_from_every_sighting_and_keeps_its_index_current(tmp_path):
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+        settings = SearchSettings(k=16, merge_s=3.0, pad_s=1.0)
+        # The embedder is never asked: the sightings answer it (None would fail a similarity search).
+        counted = history.search("How many different chairs did I see over the whole mission?", (),
+                                 Window(), None, settings)  # fmt: skip
+        retrieved = [k.frame.stamp_ns for k in counted.keyframes if k.reason == REASON_RETRIEVED]
+        assert retrieved == [T0 + 12 * S, T0 + 60 * S]
+        # Poses come from the store: the chair of room 1 was placed 40 m away, so it is a second chair.
+        assert len(history._sightings) == 7
+        # A description written later is read into the index at the next search.
+        store.add_candidate(T0 + 330 * S, True, 0.5, "overlap", np.zeros((24, 32, 3), np.uint8))
+        store.add_description(T0 + 330 * S, "I see red chair ahead, near, 2 m.", "gt", question_agnostic=True)
+        assert store.flush()
+        last = history.search("How far into the mission did I last see the red chair?", (), Window(), None,
+                               settings)  # fmt: skip
+        assert max(k.frame.stamp_ns for k in last.keyframes if k.reason == REASON_RETRIEVED) == T0 + 330 * S
+        # A cleared memory (a reset) is read again from its first row.
+        history.clear()
+        assert history._sightings is None
+        assert len(catch_up(None, store, 0.5)) == 8
+    finally:
+        store.close()
