@@ -38,6 +38,7 @@ from embodied_r_training.eval.mission_answers import (  # noqa: E402
     load_pipeline,
 )
 from embodied_r_training.eval.mission_recall import MissionRecallError  # noqa: E402
+from embodied_r_training.eval.mission_store import build_store  # noqa: E402
 
 from embodied_r_ros.backends.base import BackendError  # noqa: E402
 from embodied_r_ros.config import ModelConfig  # noqa: E402
@@ -49,8 +50,12 @@ from embodied_r_ros.memory.text_embedding import E5Embedder, EmbeddingError  # n
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags; --mission/--store or one --pair at least."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mission", type=Path, help="the mission directory (with --store)")
-    parser.add_argument("--store", type=Path, help="the node's memory store of that mission (with --mission)")
+    parser.add_argument(
+        "--mission", type=Path, action="append", default=[],
+        help="a mission directory; with --store, that store, else its memory built here in one process "
+        "(eval/mission_store.py, kept as <mission>/memory.sqlite); repeatable without --store",
+    )  # fmt: skip
+    parser.add_argument("--store", type=Path, help="the node's memory store of the one --mission")
     parser.add_argument(
         "--pair", nargs=2, action="append", default=[], metavar=("MISSION", "STORE"), type=Path,
         help="a mission and its store; repeat for the table against mission length",
@@ -62,12 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=256, help="the LM's new tokens per answer")
     parser.add_argument("--json", type=Path, help="also write every question's answers and the metrics here")
     args = parser.parse_args(argv)
-    if (args.mission is None) != (args.store is None):
-        parser.error("--mission and --store go together")
-    if args.mission is not None:
-        args.pair.insert(0, [args.mission, args.store])
+    if args.store is not None and len(args.mission) != 1:
+        parser.error("--store goes with exactly one --mission")
+    args.pair[:0] = [[mission, args.store] for mission in args.mission]  # store None: built here
     if not args.pair:
-        parser.error("give --mission DIR --store PATH, or --pair DIR PATH (repeatable)")
+        parser.error("give --mission DIR [--store PATH], or --pair DIR PATH (repeatable)")
     if args.lm_questions < 0:
         parser.error(f"--lm-questions must be >= 0, got {args.lm_questions}")
     return args
@@ -83,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         embedder = E5Embedder()
         for mission, store in args.pair:
+            store = store or build_store(mission, embedder)
             pipeline = load_pipeline(mission, config)
             try:
                 with ReadOnlyMemory(store) as memory:

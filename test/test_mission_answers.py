@@ -93,6 +93,33 @@ def store(short_mission: Path, e5_embedder: E5Embedder, tmp_path_factory: pytest
     return path
 
 
+def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_store_holds(
+    short_mission: Path, store: Path, e5_embedder: E5Embedder, tmp_path: Path
+):
+    """eval/mission_store.build_store (the 1 fps candidates with their poses, no DDS) keeps the same key
+    frames as the node's wiring over every frame and odometry message, describes each one, and is reused
+    while the mission and the settings stay."""
+    import shutil
+
+    from embodied_r_training.eval.mission_store import RECORD_FILE, build_store
+
+    mission = tmp_path / "mission"
+    shutil.copytree(short_mission, mission)
+    built = build_store(mission, e5_embedder)
+    with ReadOnlyMemory(store) as wired, ReadOnlyMemory(built) as ours:
+        span = wired.span()
+        kept = [[c.stamp_ns for c in m.candidates(*span) if c.kept] for m in (wired, ours)]
+        assert kept[0] and kept[0] == kept[1]
+        described = {d.stamp_ns for d in ours.descriptions(*span) if d.question_agnostic}
+        assert described == set(kept[1])
+        stamp = kept[1][len(kept[1]) // 2]
+        poses = [m.pose_at(stamp, 0.5) for m in (ours, wired)]
+        assert poses[0].position == pytest.approx(poses[1].position, abs=1e-6)
+        assert poses[0].orientation == pytest.approx(poses[1].orientation, abs=1e-6)
+    record = (mission / RECORD_FILE).read_text()
+    assert build_store(mission, e5_embedder) == built and (mission / RECORD_FILE).read_text() == record
+
+
 @pytest.fixture(scope="module")
 def answers(short_mission: Path, store: Path, e5_embedder: E5Embedder) -> MissionAnswers:
     with ReadOnlyMemory(store) as memory:
