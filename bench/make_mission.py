@@ -41,12 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output directory (must not hold a mission)")
     parser.add_argument("--fps", type=float, default=MissionConfig.fps, help="camera frames per second")
     parser.add_argument("--size", default="320x240", help="image size WxH (320x240)")
+    parser.add_argument(
+        "--questions-per-kind", type=int, default=MissionConfig.questions_per_kind,
+        help=f"labelled questions per kind, at most ({MissionConfig.questions_per_kind})",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
-        config = MissionConfig(minutes=args.minutes, seed=args.seed, fps=args.fps, width=width, height=height)
+        config = MissionConfig(minutes=args.minutes, seed=args.seed, fps=args.fps, width=width, height=height,
+                               questions_per_kind=args.questions_per_kind)  # fmt: skip
         result = write_mission(config, args.out)
     except (ConfigError, ValueError) as exc:
         print(f"make_mission: {exc}", file=sys.stderr)
