@@ -265,6 +265,23 @@ def test_options_only_reads_the_options_alone(short_mission, answers) -> None:
             assert 0.0 <= question.scores[OPTIONS_ONLY] <= 1.0
 
 
+def test_blind_rules_chosen_on_other_missions_give_a_constant_row(short_mission, store, e5_embedder) -> None:
+    """With other missions' questions (here: another copy's, standing in for another seed), options-only
+    and the best constant choose their rules there; every question gets a constant answer of its kind."""
+    from embodied_r_training.eval.mission_answers import CONSTANT, calibration_records
+
+    calibration = calibration_records([short_mission])
+    assert {r["task"] for r in calibration} == set(KINDS) and all("prompt" not in r for r in calibration)
+    with ReadOnlyMemory(store) as memory:
+        result = evaluate_mission(short_mission, memory, e5_embedder, calibration=calibration)
+    assert CONSTANT in result.metrics and result.blind_rules == "other missions"
+    for kind in KINDS:
+        answered = {str(q.answers[CONSTANT]) for q in result.questions if q.kind == kind}
+        assert len(answered) == 1, kind  # one answer per kind: it never reads the question
+    assert "constant: the best constant per kind chosen there" in answers_markdown(result)
+    assert all(0 <= q.hits_reached <= q.objects for q in result.questions)
+
+
 def _empty_prompt(question: MissionQuestion) -> QuestionPrompt:
     return QuestionPrompt(question.question.id, RETRIEVED, (), (), (), 0, len(set(question.objects)))
 

@@ -51,7 +51,7 @@ from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.history import MemorySearchError, RobotHistory, WindowKeyFrames
 from embodied_r_ros.memory.mission_time import place_in_mission
 from embodied_r_ros.memory.reader import MemoryReader
-from embodied_r_ros.memory.search import Interval, SearchSettings
+from embodied_r_ros.memory.search import REASON_RETRIEVED, Interval, SearchSettings
 from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.node_config import MemoryConfig
 from embodied_r_ros.pipeline import EmbodiedR
@@ -64,6 +64,7 @@ from ..tasks.mission.oracle import mission_oracle
 from .evaluate import (
     Prediction,
     chance_predictions,
+    constant_predictions,
     grade_records,
     options_only_predictions,
     summarize,
@@ -74,8 +75,10 @@ logger = logging.getLogger(__name__)
 
 RETRIEVED, EVIDENCE = "retrieved", "evidence"  # where a prompt's key frames come from
 ORACLE, ORACLE_EVIDENCE, OPTIONS_ONLY, CHANCE = "oracle", "oracle-evidence", "options-only", "chance"
+CONSTANT = "constant"  # the best constant per kind, chosen on other missions (calibration)
+QUESTIONS_FILE = "questions.jsonl"
 QUESTION_ONLY, LM = "question-only", "lm"
-SYSTEMS = (ORACLE, ORACLE_EVIDENCE, OPTIONS_ONLY, CHANCE, QUESTION_ONLY, LM)
+SYSTEMS = (ORACLE, ORACLE_EVIDENCE, CONSTANT, OPTIONS_ONLY, CHANCE, QUESTION_ONLY, LM)
 ALL = "all"  # the row over every question
 PERCEPTION = "ground-truth perception of mission.json (a measuring instrument, not a VLM)"
 SPAN_SLACK_S = 2.0  # a store holds "the mission" when its span is within this of the mission's ends
@@ -121,6 +124,7 @@ class QuestionPrompt:
     reached: int
     objects: int
     error: str = ""
+    hits_reached: int = 0  # evidence objects the search's hits alone reach (its retrieved key frames)
 
     @property
     def user(self) -> str:
@@ -155,6 +159,7 @@ class QuestionResult:
     keyframes: dict[str, int]
     spans: dict[str, int]
     reached: dict[str, int]
+    hits_reached: int  # evidence objects the retrieved hits reach (recall@k's numerator, per question)
     objects: int
     held: int
     abstained: dict[str, str]
@@ -172,6 +177,7 @@ class MissionAnswers:
     questions: list[QuestionResult]
     metrics: dict[str, dict[str, Any]]
     lm: str = ""
+    blind_rules: str = "these questions (flattering)"  # what the blind readers chose their rules on
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for a JSON report."""
@@ -188,7 +194,7 @@ def mission_questions(mission_dir: str | Path) -> list[MissionQuestion]:
     labelled = {q.id for q in labelled_questions(mission_dir)}  # checks both files
     labels = json.loads((mission_dir / MISSION_FILE).read_text(encoding="utf-8"))["questions"]
     found = []
-    for question in read_questions(mission_dir / "questions.jsonl"):
+    for question in read_questions(mission_dir / QUESTIONS_FILE):
         if question.id not in labelled:
             continue
         label = labels[question.id]
@@ -296,9 +302,11 @@ class MissionPrompter:
             descriptions = fitted.descriptions
         stamps = tuple(d.stamp_ns for d in descriptions)
         messages = tuple(reasoning_messages(descriptions, q.question, q.options))
+        hits = [k.frame.stamp_ns for k in keyframes if k.reason == REASON_RETRIEVED]
         return QuestionPrompt(
-            q.id, source, stamps, found.spans(), messages, question.objects_reached(stamps), objects
-        )
+            q.id, source, stamps, found.spans(), messages, question.objects_reached(stamps), objects,
+            hits_reached=question.objects_reached(hits),
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ systems
@@ -313,8 +321,19 @@ def record(question: Question, prompt: QuestionPrompt) -> dict[str, Any]:
         "question": question.question,
         "options": list(question.options),
         "solution": str(question.answer),
+        "unit": question.unit,
         "prompt": [{"role": m.role, "content": m.joined_text} for m in prompt.messages],
     }
+
+
+def calibration_records(mission_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The labelled questions of other missions as the blind readers choose their rules on them (task,
+    options, solution, unit: no prompt, which they never read)."""
+    return [
+        {"id": q.id, "task": q.task, "question": q.question, "options": list(q.options),
+         "solution": str(q.answer), "unit": q.unit}
+        for mission in mission_dirs for q in read_questions(Path(mission) / QUESTIONS_FILE)
+    ]  # fmt: skip
 
 
 def oracle_completions(prompts: Sequence[QuestionPrompt]) -> tuple[list[str], list[str]]:
@@ -363,9 +382,13 @@ def evaluate_mission(
     embedder: TextEmbedder,
     config: MissionAnswersConfig | None = None,
     pipeline: EmbodiedR | None = None,
+    calibration: Sequence[dict[str, Any]] | None = None,
 ) -> MissionAnswers:
     """Every labelled question of ``mission_dir`` over ``memory`` (a store of that mission), answered by
-    every system (see the module docstring); ``pipeline`` carries the LM (:func:`load_pipeline`)."""
+    every system (see the module docstring); ``pipeline`` carries the LM (:func:`load_pipeline`).
+    ``calibration``: other missions' questions (:func:`calibration_records`) the blind readers choose their
+    rules on (options-only's rule per kind, and the ``constant`` row: the best constant per kind); without
+    it options-only chooses on the scored questions (flattering) and there is no constant row."""
     config = config or MissionAnswersConfig()
     check_store_holds_mission(memory, mission_dir)
     questions = mission_questions(mission_dir)
@@ -377,8 +400,10 @@ def evaluate_mission(
     for system, source in ((ORACLE, RETRIEVED), (ORACLE_EVIDENCE, EVIDENCE)):
         completions, abstained[system] = oracle_completions(prompts[source])
         predictions[system] = grade_records(records, completions)
-    predictions[OPTIONS_ONLY] = options_only_predictions(records, None)
+    predictions[OPTIONS_ONLY] = options_only_predictions(records, calibration)
     predictions[CHANCE] = chance_predictions(records)
+    if calibration:
+        predictions[CONSTANT] = constant_predictions(records, calibration)[0]
     if pipeline is not None:
         limit = config.lm_questions or len(records)
         for system, found in _lm_predictions(pipeline, records[:limit], prompts[RETRIEVED][:limit]).items():
@@ -397,6 +422,7 @@ def evaluate_mission(
                 keyframes={src: len(prompts[src][i].keyframe_stamps) for src in prompts},
                 spans={src: len(prompts[src][i].spans) for src in prompts},
                 reached={src: prompts[src][i].reached for src in prompts},
+                hits_reached=prompts[RETRIEVED][i].hits_reached,
                 objects=prompts[RETRIEVED][i].objects,
                 held=question.objects_held(memory),
                 abstained={s: a[i] for s, a in abstained.items()},
@@ -411,6 +437,7 @@ def evaluate_mission(
         questions=results,
         metrics={s: summarize(p, system=s) for s, p in predictions.items()},
         lm=config.lm.model if config.lm is not None else "",
+        blind_rules="other missions" if calibration else "these questions (flattering)",
     )
 
 
@@ -428,6 +455,7 @@ class KindRow:
     metric: str
     n: int
     held_all: float
+    recall: float  # share of questions whose search hits reach an evidence object (recall@k)
     reached_any: float
     reached_all: float
     evidence_all: float
@@ -460,6 +488,7 @@ def kind_rows(result: MissionAnswers) -> list[KindRow]:
                 metric=metric,
                 n=n,
                 held_all=sum(q.held == q.objects for q in group) / max(1, n),
+                recall=sum(q.hits_reached > 0 for q in group) / max(1, n),
                 reached_any=sum(q.reached[RETRIEVED] > 0 for q in group) / max(1, n),
                 reached_all=sum(q.reached[RETRIEVED] == q.objects for q in group) / max(1, n),
                 evidence_all=sum(q.reached[EVIDENCE] == q.objects for q in group) / max(1, n),
@@ -525,8 +554,10 @@ def _footnote(result: MissionAnswers) -> str:
     lm = f"; LM `{result.lm}`" if result.lm else ""
     return (
         f"Descriptions: {PERCEPTION}{lm}. Oracle cells: score (answered / n); an abstention scores 0. "
-        "options-only picks its rule on these questions (flattering); chance is 1/k (MC) or the kind's mean "
-        "answer (numeric). 95 % bootstrap intervals: " + "; ".join(cis) + "."
+        f"options-only picks its rule on {result.blind_rules}"
+        + ("; constant: the best constant per kind chosen there" if CONSTANT in result.metrics else "")
+        + "; chance is 1/k (MC) or the kind's mean answer (numeric, of these questions). 95 % bootstrap "
+        "intervals: " + "; ".join(cis) + "."
     )
 
 

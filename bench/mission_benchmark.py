@@ -1,0 +1,178 @@
+"""The mission benchmark (issue 44): memory questions over missions of 5 to 120 minutes, one command.
+
+For every length (``--lengths``, minutes) and seed (``--seeds``; the first, ``--choice-seed``, is the one the
+memory's settings were chosen on, the others are used for no choice):
+
+1. the mission (bench/make_mission.py's writer, ``--questions-per-kind`` labelled questions per kind at most)
+   in ``--missions/m<L>-seed<S>``, written unless it is there;
+2. its durable memory, built in one process as the node builds it
+   (:mod:`embodied_r_training.eval.mission_store`), kept in the mission's directory;
+3. every labelled question as the node's ``search_memory`` question puts it
+   (:func:`embodied_r_training.eval.mission_answers.evaluate_mission`): the key frames the node's search
+   retrieves (the sightings index for counts and first/last sightings, similarity otherwise), their
+   GROUND-TRUTH descriptions (a measuring instrument, not a VLM), answered by the mission oracle (reads the
+   prompt text only) over the retrieved key frames and over the evidence key frames; the blind rows
+   (the best constant per kind, options-only) with their rules chosen on the OTHER seeds' missions of
+   the same length, and chance.
+
+Writes ``--out``/results.json (every question), table.md (per length, seed and kind: n, recall@k of the
+search's hits, evidence reached, each system's score) and kinds.png (each kind's scores against mission
+length). Run::
+
+    python bench/mission_benchmark.py [--lengths 5 20 60 120] [--seeds 0 1] [--questions-per-kind 40]
+        [--missions out/missions/bench] [--out out/mission_benchmark]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")  # rendering and the oracle run on one core
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_ROOT), str(_ROOT / "training")]
+
+from embodied_r_training.eval.mission_answers import (  # noqa: E402
+    ALL,
+    CHANCE,
+    CONSTANT,
+    OPTIONS_ONLY,
+    ORACLE,
+    ORACLE_EVIDENCE,
+    MissionAnswers,
+    calibration_records,
+    evaluate_mission,
+    kind_rows,
+)
+from embodied_r_training.eval.mission_store import build_store  # noqa: E402
+from embodied_r_training.synth.mission import MissionConfig  # noqa: E402
+from embodied_r_training.synth.mission_writer import write_mission  # noqa: E402
+
+from embodied_r_ros.memory.read_only import ReadOnlyMemory  # noqa: E402
+from embodied_r_ros.memory.text_embedding import E5Embedder  # noqa: E402
+
+logger = logging.getLogger("mission_benchmark")
+BLIND = (CONSTANT, OPTIONS_ONLY, CHANCE)
+SHOWN = (ORACLE, ORACLE_EVIDENCE, *BLIND)
+
+
+def mission_dir(missions: Path, minutes: float, seed: int) -> Path:
+    return missions / f"m{minutes:g}-seed{seed}"
+
+
+def ensure_mission(missions: Path, minutes: float, seed: int, per_kind: int) -> Path:
+    """The mission of (minutes, seed), written unless there; a mission written with another number of
+    questions per kind is an error naming the directory (remove it to write it again)."""
+    directory = mission_dir(missions, minutes, seed)
+    if (directory / "mission.json").is_file():
+        config = json.loads((directory / "mission.json").read_text())["config"]
+        if config.get("questions_per_kind") != per_kind:
+            raise SystemExit(f"{directory} holds a mission with {config.get('questions_per_kind')} questions "
+                             f"per kind, not {per_kind}; remove it or pass --missions elsewhere")  # fmt: skip
+        return directory
+    write_mission(MissionConfig(minutes=minutes, seed=seed, questions_per_kind=per_kind), directory)
+    return directory
+
+
+def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
+    """Per length, seed and kind: n, recall@k, evidence reached (any / all), the scores."""
+    header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *SHOWN]
+    lines = ["| " + " | ".join(header) + " |", "|---:|---|---|---|" + "---:|" * (len(header) - 4)]
+    for seed, held_out, result in sorted(results, key=lambda r: (r[2].minutes, r[0])):
+        for row in kind_rows(result):
+            scores = [row.scores.get(s) for s in SHOWN]
+            cells = [f"{result.minutes:g}", f"{seed}{' (held out)' if held_out else ''}",
+                     "**all**" if row.kind == ALL else row.kind, row.metric, str(row.n), f"{row.recall:.2f}",
+                     f"{row.reached_any:.2f} / {row.reached_all:.2f}",
+                     *("–" if v is None else f"{v:.2f}" for v in scores)]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[tuple[int, bool, MissionAnswers]], path: Path) -> Path:
+    """Each kind's oracle (retrieved, evidence), best blind row and recall@k against mission length; the
+    held-out seed solid, the choice seed dotted."""
+    from matplotlib.figure import Figure
+
+    kinds = [row.kind for row in kind_rows(results[0][2])]
+    figure = Figure(figsize=(4.0 * len(kinds), 3.6), dpi=100, layout="constrained")
+    axes = figure.subplots(1, len(kinds), squeeze=False)[0]
+    for ax, kind in zip(axes, kinds, strict=True):
+        for seed in sorted({s for s, _, _ in results}):
+            runs = sorted((r for s, _, r in results if s == seed), key=lambda r: r.minutes)
+            held_out = next(h for s, h, _ in results if s == seed)
+            style = "-" if held_out else ":"
+            rows = [next(row for row in kind_rows(r) if row.kind == kind) for r in runs]
+            x = [r.minutes for r in runs]
+            series = {
+                "oracle (retrieved)": [row.scores.get(ORACLE) for row in rows],
+                "oracle (evidence)": [row.scores.get(ORACLE_EVIDENCE) for row in rows],
+                "best blind": [max((row.scores.get(s) or 0.0) for s in BLIND) for row in rows],
+                "recall@k": [row.recall for row in rows],
+            }
+            for (label, y), colour in zip(series.items(), ("C0", "C2", "C3", "C7"), strict=True):
+                ax.plot(x, y, style, color=colour, marker="o", label=f"{label}, seed {seed}")
+        ax.set_xscale("log")
+        ax.set_xticks([r.minutes for _, _, r in results], [f"{r.minutes:g}" for _, _, r in results])
+        ax.set_ylim(0, 1.05)
+        ax.set_title("all kinds" if kind == ALL else kind)
+        ax.set_xlabel("mission minutes")
+    axes[0].set_ylabel("accuracy / MRA / recall")
+    axes[-1].legend(fontsize=6, loc="lower left")
+    figure.savefig(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=float, nargs="+", default=[5, 20, 60, 120], help="minutes")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the first is the choice seed")
+    parser.add_argument("--questions-per-kind", type=int, default=40)
+    parser.add_argument("--missions", type=Path, default=Path("out/missions/bench"))
+    parser.add_argument("--out", type=Path, default=Path("out/mission_benchmark"))
+    args = parser.parse_args(argv)
+    if len(args.seeds) < 2:
+        parser.error("--seeds needs two at least: the blind rules are chosen on the other seeds' missions")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    started = time.perf_counter()
+    embedder = E5Embedder()
+    results: list[tuple[int, bool, MissionAnswers]] = []
+    for minutes in args.lengths:
+        per_kind = args.questions_per_kind
+        directories = {s: ensure_mission(args.missions, minutes, s, per_kind) for s in args.seeds}
+        for seed, directory in directories.items():
+            store = build_store(directory, embedder)
+            others = [d for s, d in directories.items() if s != seed]
+            calibration = calibration_records(others)
+            with ReadOnlyMemory(store) as memory:
+                result = evaluate_mission(directory, memory, embedder, calibration=calibration)
+            results.append((seed, seed != args.seeds[0], result))
+            logger.info("%g min, seed %d: %d questions", minutes, seed, len(result.questions))
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "seconds": round(time.perf_counter() - started, 1),
+        "choice_seed": args.seeds[0],
+        "missions": [{"seed": s, "held_out": h, **r.to_dict()} for s, h, r in results],
+    }
+    (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = table(results)
+    (args.out / "table.md").write_text(text)
+    plot(results, args.out / "kinds.png")
+    print(text)
+    print(f"wrote {args.out}/results.json, table.md, kinds.png in {report['seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
