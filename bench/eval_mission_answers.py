@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 # Run from a checkout without installing the package.
@@ -65,6 +66,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--lm-questions", type=int, default=0, help="the LM answers the first N questions (0: all)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=256, help="the LM's new tokens per answer")
+    parser.add_argument(
+        "--no-sightings", action="store_true",
+        help="the similarity search alone (memory.search_sightings false), for counts and sightings too",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every question's answers and the metrics here")
     args = parser.parse_args(argv)
     if args.store is not None and len(args.mission) != 1:
@@ -83,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     lm = ModelConfig(model=args.lm, max_new_tokens=args.max_new_tokens) if args.lm else None
     config = MissionAnswersConfig(lm=lm, lm_questions=args.lm_questions)
+    if args.no_sightings:
+        config = replace(config, search=replace(config.search, sightings=False))
     results = []
     try:
         embedder = E5Embedder()

@@ -375,9 +375,11 @@ class RobotHistory:
         try:
             settings = settings_for(question, settings, self.keyframe_config.max_keyframes)
             # A count, a first or a last sighting: from every sighting the memory holds, in time order.
-            index = catch_up(self._sightings, memory, self.poses.max_gap_ns / NS_PER_S)
-            self._sightings = index
-            hits = sighting_hits(index, question, options, start, end, settings.k)
+            hits = None
+            if settings.sightings:
+                index = catch_up(self._sightings, memory, self.poses.max_gap_ns / NS_PER_S)
+                self._sightings = index
+                hits = sighting_hits(index, question, options, start, end, settings.k)
             if hits:
                 intervals = group_hits(hits, settings, start, end)
             else:

@@ -287,6 +287,11 @@ class MemoryConfig:
     search_pad_s: float = param(
         5.0, "seconds added before and after each retrieved interval", bounds=(0.0, 3600.0)
     )
+    search_sightings: bool = param(
+        True,
+        "answer 'how many', first and last sightings from every object the memory's descriptions name "
+        "(merged by name and place); false: the similarity search alone",
+    )
 
     def __post_init__(self) -> None:
         for name in ("disk_budget_mb", "describe_batch", "search_k", "search_merge_s", "search_pad_s"):
@@ -294,7 +299,7 @@ class MemoryConfig:
 
     def search(self) -> SearchSettings:
         """The memory search's settings."""
-        return SearchSettings(self.search_k, self.search_merge_s, self.search_pad_s)
+        return SearchSettings(self.search_k, self.search_merge_s, self.search_pad_s, self.search_sightings)
 
 
 @dataclass

@@ -178,3 +178,21 @@ def test_the_history_answers_a_count_from_every_sighting_and_keeps_its_index_cur
         assert len(catch_up(None, store, 0.5)) == 8
     finally:
         store.close()
+
+
+def test_the_sightings_can_be_turned_off_for_the_similarity_search_alone(tmp_path):
+    from dataclasses import replace
+
+    from embodied_r_ros.node_config import MemoryConfig
+
+    assert MemoryConfig().search().sightings and not MemoryConfig(search_sightings=False).search().sightings
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+        settings = replace(SearchSettings(k=16), sightings=False)
+        with pytest.raises(AttributeError, match="query"):  # went to the similarity search: it embeds
+            history.search("How many chairs did I see?", (), Window(), None, settings)
+        assert history._sightings is None  # and never read the sightings
+    finally:
+        store.close()

@@ -49,6 +49,7 @@ class SearchSettings:
     k: int = 16  # key frames retrieved
     merge_s: float = 20.0  # hits closer than this join one interval
     pad_s: float = 5.0  # seconds added before and after each interval
+    sightings: bool = True  # counts and first/last sightings from the sightings index (memory/sightings.py)
 
     def __post_init__(self) -> None:
         if self.k < 1:
