@@ -116,8 +116,14 @@ def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_s
         poses = [m.pose_at(stamp, 0.5) for m in (ours, wired)]
         assert poses[0].position == pytest.approx(poses[1].position, abs=1e-6)
         assert poses[0].orientation == pytest.approx(poses[1].orientation, abs=1e-6)
-    record = (mission / RECORD_FILE).read_text()
+    record, written = (mission / RECORD_FILE).read_text(), built.stat().st_mtime_ns
     assert build_store(mission, e5_embedder) == built and (mission / RECORD_FILE).read_text() == record
+    assert built.stat().st_mtime_ns == written  # kept, not built again
+    # Other settings: built again.
+    from embodied_r_ros.config import KeyFrameConfig
+
+    build_store(mission, e5_embedder, keyframes=KeyFrameConfig(max_keyframes=16))
+    assert (mission / RECORD_FILE).read_text() != record
 
 
 @pytest.fixture(scope="module")

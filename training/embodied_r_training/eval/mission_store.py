@@ -54,8 +54,8 @@ def build_store(
     ``<mission>/memory.sqlite`` unless one built the same way is there; returns its path."""
     keyframes, buffer = keyframes or KeyFrameConfig(), buffer or BufferConfig()
     path, record_path = mission / STORE_FILE, mission / RECORD_FILE
-    record = _record(mission, embedder, keyframes, buffer)
-    if path.is_file() and record_path.is_file() and json.loads(record_path.read_text()) == record:
+    key = _key(mission, embedder, keyframes, buffer)
+    if path.is_file() and record_path.is_file() and json.loads(record_path.read_text()).get("key") == key:
         return path
     for suffix in ("", "-wal", "-shm", ".lock"):
         path.with_name(STORE_FILE + suffix).unlink(missing_ok=True)
@@ -91,15 +91,15 @@ def build_store(
         status = store.status()
     finally:
         store.close()
-    record["built"] = {"frames": frames, "keyframes": status.keyframes, "described": described,
-                       "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
-    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    built = {"frames": frames, "keyframes": status.keyframes, "described": described,
+             "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    record_path.write_text(json.dumps({"key": key, "built": built}, indent=1) + "\n")
     logger.info("memory of %s: %d candidates, %d key frames described, %.0f s", mission.name, frames,
-                described, record["built"]["seconds"])  # fmt: skip
+                described, built["seconds"])  # fmt: skip
     return path
 
 
-def _record(mission: Path, embedder: TextEmbedder, keyframes: KeyFrameConfig, buffer: BufferConfig) -> dict:
+def _key(mission: Path, embedder: TextEmbedder, keyframes: KeyFrameConfig, buffer: BufferConfig) -> dict:
     """What the store is built from: the mission (its mission.json, by content), the key-frame and buffer
     settings, the embedder."""
     digest = hashlib.sha256((mission / "mission.json").read_bytes()).hexdigest()
