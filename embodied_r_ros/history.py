@@ -53,7 +53,7 @@ from .memory.search import (
     settings_for,
     spread_indices,
 )
-from .memory.sightings import SightingIndex, catch_up, sighting_hits
+from .memory.sightings import SightingIndex, catch_up, count_summary, sighting_hits
 from .memory.store import MemoryStore
 from .memory.text_embedding import TextEmbedder
 from .poses.pose_history import PoseHistory
@@ -105,7 +105,8 @@ class WindowKeyFrames:
     """The key frames of one question's window, with the window and the newest stamp it was cut from;
     ``intervals``: the intervals they came from (the window alone, or a memory search's intervals);
     ``mission_origin_ns``: for a memory search, the stamp its mission times count from
-    (:mod:`~embodied_r_ros.memory.mission_time`), else None."""
+    (:mod:`~embodied_r_ros.memory.mission_time`), else None; ``summary``: for a count, the memory's tally
+    of every sighting (:func:`~embodied_r_ros.memory.sightings.count_summary`), else ""."""
 
     start_ns: int
     end_ns: int
@@ -113,6 +114,7 @@ class WindowKeyFrames:
     keyframes: list[KeyFrame]
     intervals: tuple[tuple[int, int], ...] = ()
     mission_origin_ns: int | None = None
+    summary: str = ""
 
     def spans(self) -> tuple[tuple[int, int], ...]:
         """The intervals reasoned over: ``intervals``, else the window."""
@@ -375,11 +377,12 @@ class RobotHistory:
         try:
             settings = settings_for(question, settings, self.keyframe_config.max_keyframes)
             # A count, a first or a last sighting: from every sighting the memory holds, in time order.
-            hits = None
+            hits, summary = None, ""
             if settings.sightings:
                 index = catch_up(self._sightings, memory, self.poses.max_gap_ns / NS_PER_S)
                 self._sightings = index
                 hits = sighting_hits(index, question, options, start, end, settings.k)
+                summary = count_summary(index, question, options, start, end)
             if hits:
                 intervals = group_hits(hits, settings, start, end)
             else:
@@ -393,7 +396,7 @@ class RobotHistory:
                 f"{format_stamp(end)}: the background describer (memory.describe) has not reached them yet, "
                 "or it is off; ask again later, or ask about a window"
             )
-        return found
+        return dataclasses.replace(found, summary=summary) if summary else found
 
     def keyframes_in_intervals(self, intervals: Sequence[Interval]) -> WindowKeyFrames:
         """The key frames of a memory search's ``intervals`` (disjoint, in time order), from the memory.

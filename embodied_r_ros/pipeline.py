@@ -16,6 +16,7 @@ from .config import KeyFrameConfig, PipelineConfig
 from .frames import Frame
 from .keyframes import KeyFrame, select_keyframes
 from .memory.mission_time import place_in_mission
+from .memory.sightings import add_summary
 from .perceivers import PerceiverRegistry
 from .perception import Description, ImageEncoder, KeyFramePerceiver
 from .reasoning.answers import Answer
@@ -90,13 +91,16 @@ class EmbodiedR:
         on_progress: ProgressCallback | None = None,
         mission_origin_ns: int | None = None,
         cameras: Mapping[int, str] | None = None,
+        summary: str = "",
     ) -> Answer:
         """Answer ``question`` from ``keyframes`` (or from ``frames``, selecting key frames first).
 
         ``mission_origin_ns`` (given for an answer from a memory search) starts each observation with its
         key frame's time since that stamp and its position (:mod:`~embodied_r_ros.memory.mission_time`).
         ``cameras`` (key frames of several cameras, merged by :func:`~embodied_r_ros.cameras.merge_keyframes`)
-        starts each observation with the camera its key frame came from, by stamp.
+        starts each observation with the camera its key frame came from, by stamp. ``summary`` (a memory
+        search's tally for a count, :func:`~embodied_r_ros.memory.sightings.count_summary`) follows the
+        first observation the reasoner reads.
 
         When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
         observations, see :mod:`~embodied_r_ros.reasoning.prompt_fit`); the answer's ``notes`` say what was
@@ -126,7 +130,7 @@ class EmbodiedR:
         report("reasoning", 0.6)
         start = time.perf_counter()
         fitted = self.fit_prompt(descriptions, keyframes, question, options)
-        answer = self.reasoner.answer(fitted.descriptions, question, options)
+        answer = self.reasoner.answer(add_summary(fitted.descriptions, summary), question, options)
         if fitted.note:
             answer.notes.append(fitted.note)
         answer.reasoning_s = time.perf_counter() - start

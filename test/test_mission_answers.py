@@ -251,8 +251,14 @@ def test_the_oracle_abstains_when_the_prompt_lacks_the_lines_it_needs(prompts) -
     assert result.answer is None and result.abstained.endswith("is not given in metres")
 
     _, user = _prompt_of(prompts, "mission_count")
-    unplaced = re.sub(r", longest side [\d.]+ m, at \([-\d., ]+\)", "", user)
-    assert unplaced != user
+    # A search's count prompt carries the memory's tally: the oracle reads it ...
+    tally = re.search(r"From every sighting in my memory: [^.]*?(\d+) in all\.", user)
+    assert tally is not None
+    assert mission_oracle(user).answer == int(tally.group(1))
+    # ... and without it, counts the listings on its map, which need their positions.
+    untallied = user.replace(" " + tally.group(0), "")
+    unplaced = re.sub(r", longest side [\d.]+ m, at \([-\d., ]+\)", "", untallied)
+    assert unplaced != untallied
     result = mission_oracle(unplaced)
     assert result.answer is None and result.abstained.endswith("has no position")
 

@@ -196,3 +196,26 @@ def test_the_sightings_can_be_turned_off_for_the_similarity_search_alone(tmp_pat
         assert history._sightings is None  # and never read the sightings
     finally:
         store.close()
+
+
+def test_a_count_gets_the_memory_s_tally_after_the_first_observation():
+    from embodied_r_ros.memory.sightings import add_summary, count_summary
+
+    index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
+    end = T0 + 400 * S
+    tally = count_summary(index, "How many different chairs did I see over the whole mission?", (), T0, end)
+    assert tally == "From every sighting in my memory: 2 red chairs, 2 in all."
+    lamps = count_summary(index, "How many lamps did I see?", (), T0, end)
+    assert lamps == "From every sighting in my memory: 1 blue lamp, 1 in all."
+    assert count_summary(index, "When did I last see the red chair?", (), T0, end) == ""
+    assert count_summary(index, "How many doors did I see?", (), T0, end) == ""
+    first, second = description(10, "I see red chair ahead, near, 2 m."), description(20, "a door")
+    summed = add_summary([first, second], tally)
+    assert summed[0].observation == "I see red chair ahead, near, 2 m. " + tally and summed[1] == second
+    assert add_summary([first], "") == [first] and add_summary([], tally) == []
+
+
+def description(stamp_ns: int, text: str):
+    from embodied_r_ros.perception import Description
+
+    return Description(0, stamp_ns, None, text, text)

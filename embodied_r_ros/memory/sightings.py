@@ -10,7 +10,10 @@ object's direction and distance as the description gives them). Sightings of one
 one *identity* (an object seen again on a revisit), sightings of one name far apart are two ("the red chair"
 of room 3 and the one of room 12). :func:`sighting_hits` turns a question into the key frames to answer it
 from, in time order: one per identity for a count, each identity's last (or first) sighting for "last"
-("first"); other questions go to the similarity search.
+("first"); other questions go to the similarity search. A count over hours holds more objects than any
+prompt holds key frames (96 chairs against 32 frames), so a count question also gets the memory's tally,
+:func:`count_summary` ("From every sighting in my memory: 12 red chairs and 9 blue chairs, 21 in all."),
+which :func:`add_summary` puts after the first observation the reasoner reads.
 
 Descriptions are read in the form the ground-truth perceiver writes and the VLM prompt asks for
 (``<colour> <thing> <direction>, <near|far>, <distance> m`` items after "I see"); a VLM that writes free
@@ -20,12 +23,14 @@ or a distance, sightings of one name are one identity: the place cannot tell the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from ..frames import Pose
+from ..perception import Description
 from ..poses.ego_motion import quaternion_to_matrix
 from .reader import MemoryReader
 from .records import SearchHit
@@ -209,6 +214,54 @@ def named_in(question: str, names: Iterable[str]) -> set[str]:
         # a name inside a longer one ("lamp" in "lamp post") is not asked about when the longer is
         return {n for n in whole if not any(n != m and f" {n} " in f" {m} " for m in whole)}
     return {n for n in names if f" {_singular(n.split()[-1])} " in text}
+
+
+SUMMARY_START = "From every sighting in my memory: "
+
+
+def count_summary(
+    index: SightingIndex,
+    question: str,
+    options: Sequence[str],
+    start_ns: int,
+    end_ns: int,
+    same_m: float = SAME_OBJECT_M,
+) -> str:
+    """The memory's tally for a "how many" question about the things it names, over every sighting in
+    [start_ns, end_ns]: each name with its number of objects, and the sum ("" for another question, or one
+    naming nothing the sightings hold)."""
+    if not _COUNT.search(question):
+        return ""
+    names = named_in(" ".join([question, *options]), index.names())
+    found = identities(index.between(start_ns, end_ns, names), same_m) if names else []
+    if not found:
+        return ""
+    tally: dict[str, int] = {}
+    for identity in found:
+        tally[identity.name] = tally.get(identity.name, 0) + 1
+    ranked = sorted(tally.items(), key=lambda item: (-item[1], item[0]))  # the most first
+    parts = [f"{n} {_plural(name) if n != 1 else name}" for name, n in ranked]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{SUMMARY_START}{listed}, {len(found)} in all."
+
+
+def add_summary(descriptions: Sequence[Description], summary: str) -> list[Description]:
+    """``descriptions`` with ``summary`` (:func:`count_summary`) after the first observation (unchanged
+    without a summary or descriptions)."""
+    described = list(descriptions)
+    if summary and described:
+        first = described[0]
+        described[0] = dataclasses.replace(first, observation=f"{first.observation.rstrip()} {summary}")
+    return described
+
+
+def _plural(name: str) -> str:
+    """A name's plural as a person writes it ("red chair" -> "red chairs", "grey bench" -> "grey benches")."""
+    if name.endswith(("s", "x", "ch", "sh")):
+        return name + "es"
+    if name.endswith("y") and not name.endswith(("ay", "ey", "oy", "uy")):
+        return name[:-1] + "ies"
+    return name + "s"
 
 
 def _singular(word: str) -> str:

@@ -95,6 +95,7 @@ class Answerer:
             on_progress=job.report,
             mission_origin_ns=self._mission_origin(asked, found),  # a search's key frames: time and place
             cameras={stamp: source.camera for stamp, source in sources.items()} if named else None,
+            summary=_summary(found),
         )
         for name in found:  # each camera's memory keeps its own frames' descriptions, by their own stamps
             own = [
@@ -201,6 +202,12 @@ def pre_encoder(pipeline: EmbodiedR, history: RobotHistory) -> Callable[[int], N
             encode([frame.image])
 
     return pre_encode
+
+
+def _summary(found: Mapping[str, WindowKeyFrames]) -> str:
+    """A count's tally from the memory (one camera's: the cameras' memories are apart, so several tallies
+    could count one object twice; over several cameras, the first camera's with one)."""
+    return next((f.summary for f in found.values() if f.summary), "")
 
 
 def _searched_note(spans: Sequence[tuple[int, int]]) -> str:

@@ -19,6 +19,7 @@ from ..memory.files import camera_memory_path, memory_path
 from ..memory.mission_time import without_place
 from ..memory.records import MemoryStatus
 from ..memory.search import SearchSettings
+from ..memory.sightings import SUMMARY_START
 from ..memory.store import MemoryStore
 from ..memory.text_embedding import E5Embedder, EmbeddingError, TextEmbedder
 from ..node_config import NodeConfig
@@ -136,7 +137,7 @@ class NodeMemory:
         for description in descriptions:
             self.store.add_description(
                 description.stamp_ns,
-                without_camera(without_place(description.observation)),
+                without_camera(without_place(description.observation)).split(SUMMARY_START)[0].rstrip(),
                 perception,
                 question_agnostic=False,
                 question=question,

@@ -52,6 +52,7 @@ from embodied_r_ros.history import MemorySearchError, RobotHistory, WindowKeyFra
 from embodied_r_ros.memory.mission_time import place_in_mission
 from embodied_r_ros.memory.reader import MemoryReader
 from embodied_r_ros.memory.search import REASON_RETRIEVED, Interval, SearchSettings
+from embodied_r_ros.memory.sightings import add_summary
 from embodied_r_ros.memory.text_embedding import TextEmbedder
 from embodied_r_ros.node_config import MemoryConfig
 from embodied_r_ros.pipeline import EmbodiedR
@@ -301,6 +302,7 @@ class MissionPrompter:
             fitted = self.pipeline.fit_prompt(descriptions, keyframes, q.question, q.options)
             descriptions = fitted.descriptions
         stamps = tuple(d.stamp_ns for d in descriptions)
+        descriptions = add_summary(descriptions, found.summary)  # a count's tally, as the node's pipeline
         messages = tuple(reasoning_messages(descriptions, q.question, q.options))
         hits = [k.frame.stamp_ns for k in keyframes if k.reason == REASON_RETRIEVED]
         return QuestionPrompt(

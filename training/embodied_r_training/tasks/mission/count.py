@@ -7,7 +7,9 @@ the objects are from it, so a revisit's chair can be told from a second chair of
 every listing of the category's names on one map by dead reckoning (:func:`.reading.dead_reckon`; listing
 positions are metres from the frame where their run began, "Positions are metres from where I stand");
 listings of one name less than :data:`SAME_OBJECT_M` apart are one object. It abstains when a listing has
-no position, or listings of several runs need a motion the prompt does not give in metres.
+no position, or listings of several runs need a motion the prompt does not give in metres. A prompt the
+node's memory search made carries the memory's own tally of every sighting ("From every sighting in my
+memory: ..., 49 in all.": more objects than its key frames can show); the oracle reads that instead.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class _Object:
 def solve(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
     """The category's listings on one map, those of one name close together counted once."""
     category = match.group(1)
+    if reading.memory_count is not None:  # the memory counted every sighting: more than the frames hold
+        n = reading.memory_count
+        return f"My memory of every sighting counts {n} different {category}. The answer is {n}.", n
     listed = [item for item in reading.listings if _named(category, item.name)]
     if not listed:
         return f"No {category} are described. The answer is 0.", 0

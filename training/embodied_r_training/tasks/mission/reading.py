@@ -29,6 +29,8 @@ from ..reading import FRAME, listed_objects, read_prompt
 from ..task import Unanswerable
 
 PITCH_STEP_M = 1.0  # steps at least this long give the camera's pitch from the level floor
+# The memory's tally a count question's prompt carries (embodied_r_ros.memory.sightings.count_summary).
+MEMORY_TALLY = re.compile(r"From every sighting in my memory: [^.]*?(\d+) in all\.")
 NEW_RUN = ("I see ", "No objects in view.")  # a description that starts anew (its positions from this frame)
 
 _STEP_PART = re.compile(
@@ -98,6 +100,7 @@ class MissionReading:
     runs: list[int]
     listings: list[Listing]
     places: list[Place | None]
+    memory_count: int | None = None  # the memory's tally of every sighting ("..., 21 in all."), if given
 
     def first_frame(self, name: str) -> int | None:
         """The key frame that first lists ``name`` (None: never listed)."""
@@ -182,7 +185,11 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
         runs.append(frame if frame == 0 or observation.startswith(NEW_RUN) else runs[-1])
         for name, _, position in listed_objects(observation):
             listings.append(Listing(name, frame, runs[-1], position))
-    return MissionReading(reading.question, reading.options, reading.frames, steps, runs, listings, places)
+    tally = MEMORY_TALLY.search(prompt)
+    memory_count = int(tally.group(1)) if tally else None
+    return MissionReading(
+        reading.question, reading.options, reading.frames, steps, runs, listings, places, memory_count
+    )
 
 
 def _place(observation: str) -> Place | None:
