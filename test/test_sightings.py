@@ -219,3 +219,22 @@ def description(stamp_ns: int, text: str):
     from embodied_r_ros.perception import Description
 
     return Description(0, stamp_ns, None, text, text)
+
+
+def test_a_count_is_about_the_things_after_how_many_and_needs_places():
+    from embodied_r_ros.memory.sightings import count_summary
+
+    rows = [(T0 + s * S, text, pose) for s, text, pose in ROOMS]
+    index = index_of(rows)
+    end = T0 + 400 * S
+    # The red chair of the question's place phrase is not what is counted: the lamps are.
+    near = count_summary(index, "How many lamps did I see near the red chair?", (), T0, end)
+    assert near == "From every sighting in my memory: 1 blue lamp, 1 in all."
+    hits = sighting_hits(index, "How many lamps did I see near the red chair?", (), T0, end, 16)
+    assert [(h.stamp_ns - T0) // S for h in hits] == [310]  # the lamp's clearest view
+    # Passes and durations are no object counts: the similarity search answers them.
+    assert sighting_hits(index, "How many times did I pass the red chair?", (), T0, end, 16) is None
+    assert count_summary(index, "How many times did I pass the red chair?", (), T0, end) == ""
+    # Without poses alike objects cannot be told apart: no tally rather than a wrong one.
+    unplaced = index_of([(stamp, text, None) for stamp, text, _ in rows])
+    assert count_summary(unplaced, "How many chairs did I see?", (), T0, end) == ""

@@ -44,7 +44,15 @@ _ITEM = re.compile(
     r"(?:\s+(?:below|above))?\s*,\s*(?:near|far)\s*,\s*(?P<distance>\d+(?:\.\d+)?)\s*m\b"
 )
 _LISTING = re.compile(r"(?:^|[.:]\s*)(?:I see|First seen:)\s+(?P<items>[^.]*(?:\.\d[^.]*)*)", re.IGNORECASE)
-_COUNT = re.compile(r"\bhow many\b", re.IGNORECASE)
+# "how many chairs", not "how many times" (passes, not objects) nor a number of units
+_COUNT = re.compile(
+    r"\bhow many\b(?!\s+(?:times|seconds|minutes|hours|metres|meters|steps)\b)", re.IGNORECASE
+)
+# What a count asks about: the words after "how many (different)" up to its verb
+_COUNTED = re.compile(
+    r"\bhow many\s+(?:different\s+)?(?P<things>.+?)\s+(?:did|do|have|has|are|were|was|is|can)\b",
+    re.IGNORECASE,
+)
 _LAST = re.compile(r"\b(?:last|most recently|latest)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(?:first|earliest)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+")
@@ -232,10 +240,11 @@ def count_summary(
     naming nothing the sightings hold)."""
     if not _COUNT.search(question):
         return ""
-    names = named_in(" ".join([question, *options]), index.names())
+    counted = _COUNTED.search(question)  # "how many chairs did I see near the red table": chairs only
+    names = named_in(counted.group("things") if counted else question, index.names())
     found = identities(index.between(start_ns, end_ns, names), same_m) if names else []
-    if not found:
-        return ""
+    if not found or all(i.position is None for i in found):
+        return ""  # without places, alike objects cannot be told apart: no tally rather than a wrong one
     tally: dict[str, int] = {}
     for identity in found:
         tally[identity.name] = tally.get(identity.name, 0) + 1
@@ -295,7 +304,8 @@ def sighting_hits(
     count, last, first = (bool(p.search(question)) for p in (_COUNT, _LAST, _FIRST))
     if not (count or last or first):
         return None
-    names = named_in(" ".join([question, *options]), index.names())
+    counted = _COUNTED.search(question) if count else None
+    names = named_in(counted.group("things") if counted else " ".join([question, *options]), index.names())
     if not names:
         return None
     found = identities(index.between(start_ns, end_ns, names), same_m)
