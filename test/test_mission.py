@@ -20,6 +20,8 @@ from embodied_r_training.synth.mission_ground_truth import MissionGroundTruth, i
 from embodied_r_training.synth.mission_writer import MissionResult, write_mission
 from embodied_r_training.synth.trajectory import Trajectory
 from embodied_r_training.tasks.mission.context import MissionQuestionConfig, format_mission_time
+from embodied_r_training.tasks.mission.count import EDGE_S, TEMPLATE, count_windows
+from embodied_r_training.tasks.mission.last_place import SEPARATION_M, format_place
 from embodied_r_training.tasks.registry import MISSION_TASK_NAMES as KINDS
 from synth_helpers import odom_pose, read_bag
 
@@ -58,14 +60,22 @@ def test_a_short_mission_has_every_kind_of_question(mission) -> None:
     for kind, count in data["question_counts"].items():
         assert count["kept"] == sum(q.task == kind for q in questions) <= CONFIG.questions_per_kind
         assert count["usable"] + sum(count["dropped"].values()) == count["candidates"]
-    # Every window is the whole mission.
+    # Every window is the whole mission, but a count's that asks about a part of it (which the text names).
     stamps = _frame_stamps(CONFIG)
-    assert {(q.start_ns, q.end_ns) for q in questions} == {(stamps[0], stamps[-1])}
+    whole = [q for q in questions if "over the whole mission" in q.question or q.task != "mission_count"]
+    assert {(q.start_ns, q.end_ns) for q in whole} == {(stamps[0], stamps[-1])}
+    parts = {(q.start_ns, q.end_ns, q.question.split(" did I see ")[1]) for q in questions if q not in whole}
+    last_minute = CONFIG.stamp_ns((stamps[-1] - stamps[0]) / NS_PER_S - 60.0)
+    assert parts and parts <= {
+        (stamps[0], CONFIG.stamp_ns(60.0), "in the first minute of the mission?"),
+        (last_minute, stamps[-1], "in the last minute of the mission?"),
+    }
 
 
 # sha256 of the short mission's questions.jsonl and mission.json (questions, evidence, counts): a change to
 # the mission tasks or their driver that alters them must do it on purpose, updating this and saying why.
-MISSION_DIGEST = "47b32cf8358014e2234c2f98e5dac6d2cab9d8cf87af1746160370f293dcfbb7"
+# Last changed: counts over parts of the mission (windowed) and the mission_last_place kind (issue 44).
+MISSION_DIGEST = "eb629167456d8013d1067b86dd0ce5e39ea0abf5c4fdc3eb7e2c121cdd464766"
 
 
 def test_the_mission_questions_stay_the_same(mission) -> None:
@@ -137,18 +147,75 @@ def test_rooms_lie_along_the_corridor_and_names_recur_in_far_apart_rooms(mission
         assert abs(planted["room"] - planted["copies_room"]) >= len(rooms) // 2
 
 
-def test_count_answers_are_the_distinct_objects_seen_of_the_category(mission) -> None:
+def test_count_answers_are_the_distinct_objects_seen_of_the_category_in_the_window(mission) -> None:
     out, _ = mission
     data = _data(out)
     counts = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_count"]
-    assert counts
+    assert {data["questions"][q.id]["whole"] for q in counts} == {True, False}
     for question in counts:
         category = data["questions"][question.id]["category"]
-        seen = [o for o in data["objects"] if o["category"] == category and o["sightings"]]
+        seen = [
+            o for o in data["objects"]
+            if o["category"] == category
+            and any(a <= question.end_ns and b >= question.start_ns for a, b in o["sightings"])
+        ]  # fmt: skip
         assert question.answer == len(seen) and question.unit == "count"
         assert sorted(question.objects) == sorted(o["id"] for o in seen)
         assert len({o["room"] for o in seen}) >= 2
         assert set(data["questions"][question.id]["evidence_objects"]) == {o["id"] for o in seen}
+        for a, b in data["questions"][question.id]["evidence"]:  # clipped to the window
+            assert question.start_ns <= a <= b <= question.end_ns
+        # No sighting of the category lies within EDGE_S of an edge inside the mission.
+        edges = {question.start_ns, question.end_ns} - {data["start_ns"], data["end_ns"]}
+        members = [o for o in data["objects"] if o["category"] == category]
+        slack = EDGE_S * NS_PER_S
+        assert not any(a - slack < e < b + slack for o in members for a, b in o["sightings"] for e in edges)
+
+
+def test_count_windows_are_whole_minutes_of_the_mission() -> None:
+    texts = {
+        minutes: [TEMPLATE.format("chairs", *map(str, w.minutes), variant=w.variant) for w in windows]
+        for minutes, windows in ((m, count_windows(m * 60.0)) for m in (1, 5, 120))
+    }
+    assert texts[1] == ["How many different chairs did I see over the whole mission?"]
+    assert [t.split(" see ")[1] for t in texts[120]] == [
+        "over the whole mission?",
+        "in the first 30 minutes of the mission?",
+        "in the last 30 minutes of the mission?",
+        "in the first 60 minutes of the mission?",
+        "in the last 60 minutes of the mission?",
+        "between minute 30 and minute 90 of the mission?",
+    ]
+    assert [(w.start_s, w.end_s) for w in count_windows(300.0)] == [
+        (0, 300), (0, 60), (240, 300), (0, 120), (180, 300), (60, 240),
+    ]  # fmt: skip
+    for text in texts[5] + texts[120]:  # the oracle knows every variant
+        assert TEMPLATE.match(text) and TEMPLATE.match(text).group(1) == "chairs"
+
+
+def test_last_place_options_are_far_apart_places_and_the_answer_is_the_last_seen_object(mission) -> None:
+    out, _ = mission
+    data = _data(out)
+    by_id = {o["id"]: o for o in data["objects"]}
+    questions = [q for q in read_questions(out / "questions.jsonl") if q.task == "mission_last_place"]
+    assert questions
+    for question in questions:
+        ((start, end),) = data["questions"][question.id]["evidence"]
+        (oid,) = question.objects
+        name = by_id[oid]["name"]
+        # The object of the name's last sighting, alone in view then.
+        assert end == max(b for o in data["objects"] if o["name"] == name for _, b in o["sightings"])
+        assert not any(
+            a <= end and b >= start for o in data["objects"] if o["name"] == name and o["id"] != oid
+            for a, b in o["sightings"]
+        )  # fmt: skip
+        assert question.answer_text == format_place(*by_id[oid]["position"][:2])
+        assert question.options[OPTION_LETTERS.index(question.answer)] == question.answer_text
+        places = [tuple(map(int, o.strip("()").split(", "))) for o in question.options]
+        gaps = [math.dist(p, q) for i, p in enumerate(places) for q in places[i + 1 :]]
+        assert min(gaps) >= SEPARATION_M - 1.5  # whole metres: each place rounded by up to 0.71 m
+    letters = [q.answer for q in questions]
+    assert len(set(letters)) > 1
 
 
 def test_first_seen_evidence_is_far_apart_and_gives_the_answer(mission) -> None:

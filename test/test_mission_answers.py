@@ -170,8 +170,8 @@ def test_the_templates_match_the_questions_the_mission_asks(short_mission) -> No
         assert mission_question_kind(labelled.question.question) == labelled.question.task
 
 
-def test_over_the_evidence_key_frames_the_oracle_answers_order_and_count_right(answers) -> None:
-    for kind in ("mission_first_seen", "mission_count"):
+def test_over_the_evidence_key_frames_the_oracle_answers_order_count_and_place_right(answers) -> None:
+    for kind in ("mission_first_seen", "mission_count", "mission_last_place"):
         held = [q for q in _of_kind(answers, kind) if q.held == q.objects]
         assert held, kind  # the memory holds a frame of every evidence object of some questions
         for question in held:
@@ -189,7 +189,9 @@ def test_over_the_evidence_key_frames_the_route_is_within_the_sightings_spread(
     answers, short_mission
 ) -> None:
     labels = json.loads((short_mission / "mission.json").read_text(encoding="utf-8"))["questions"]
-    for question in _of_kind(answers, "mission_route"):
+    held = [q for q in _of_kind(answers, "mission_route") if q.held == q.objects]  # both sightings in memory
+    assert held
+    for question in held:
         answer = question.answers[ORACLE_EVIDENCE]
         assert answer is not None, question.abstained
         # The truth is the camera at each sighting's first frame; the oracle stands at the first key frame
@@ -224,9 +226,8 @@ def test_a_searched_prompt_gives_each_key_frame_its_mission_time_and_position(
     assert len(frames) == len(prompt.keyframe_stamps) > 0
     for line, stamp in zip(frames, prompt.keyframe_stamps, strict=True):
         clock = mission_clock((stamp - start_ns) / 10**9)
-        assert re.search(rf"Observe: At {clock} into the mission, at \(-?\d+\.\d, -?\d+\.\d\) m: ", line), (
-            line
-        )
+        place = r"at \(-?\d+\.\d, -?\d+\.\d\) m, facing -?\d+ deg"
+        assert re.search(rf"Observe: At {clock} into the mission, {place}: ", line), line
 
 
 def _prompt_of(prompts, kind: str) -> tuple[MissionQuestion, str]:
@@ -245,7 +246,8 @@ def test_the_oracle_abstains_when_the_prompt_lacks_the_lines_it_needs(prompts) -
     labelled_only = re.sub(r"(?m)^(Frame \d+: After ).*?(, Observe: )", r"\1move forward\2", user)
     assert labelled_only != user
     assert mission_oracle(labelled_only).answer is not None  # the place lines' positions suffice
-    unplaced = re.sub(r"(?m)(Observe: )At \d+:\d\d into the mission, at \([^)]*\) m: ", r"\1", labelled_only)
+    place_line = r"(?m)(Observe: )At \d+:\d\d into the mission, at \([^)]*\) m, facing -?\d+ deg: "
+    unplaced = re.sub(place_line, r"\1", labelled_only)
     assert unplaced != labelled_only
     result = mission_oracle(unplaced)  # the VLM's action labels and no positions: no metres to chain
     assert result.answer is None and result.abstained.endswith("is not given in metres")

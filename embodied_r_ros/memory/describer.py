@@ -30,8 +30,12 @@ from .text_embedding import TextEmbedder
 
 log = logging.getLogger(__name__)
 
-# Stands in for the question in the perception prompt: it asks for every object, not the ones of a question.
-AGNOSTIC_QUESTION = "Which objects are around me, and what colour, shape and size is each one?"
+# Stands in for the question in the perception prompt: it asks for every object, not the ones of a question,
+# in the listing form the sightings index reads (memory/sightings.py: counts, first and last sightings).
+AGNOSTIC_QUESTION = (
+    "Which objects are around me? Name every one, nearest first, after 'I see', separated by semicolons, "
+    "each as '<colour> <object> <left|ahead-left|ahead|ahead-right|right>, <near|far>, <distance> m'."
+)
 DEFAULT_BATCH = 4  # key frames per call: what a question may have to wait for
 # Stamps written but perhaps not committed yet (the writer commits every 0.5 s), skipped when the backlog is
 # read again; each read asks for this many more rows than a batch, so it stays small.

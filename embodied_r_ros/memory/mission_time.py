@@ -3,9 +3,11 @@
 A memory search answers from intervals that may lie an hour apart. The paper's prompt numbers the key
 frames and gives the motion between them: that says neither how far into the mission a frame was ("when
 did I last see the chair?") nor, across a gap of many minutes, where the robot stood. :func:`place_in_mission`
-starts each observation with both, e.g. "At 12:34 into the mission, at (3.1, -2.0) m: ...": the time since
-the memory's timeline began (:meth:`MemoryReader.timeline_start_ns
-<embodied_r_ros.memory.reader.MemoryReader.timeline_start_ns>`) and the key frame's odometry position.
+starts each observation with both, e.g. "At 12:34 into the mission, at (3.1, -2.0) m, facing 90 deg: ...":
+the time since the memory's timeline began (:meth:`MemoryReader.timeline_start_ns
+<embodied_r_ros.memory.reader.MemoryReader.timeline_start_ns>`), the key frame's odometry position and the
+camera's heading there (degrees counter-clockwise from the odometry frame's x axis, in (-180, 180]): with it,
+"the chair ahead-left, 3 m" is a place on the odometry map ("where was the chair when I last saw it?").
 
 Only answers from a memory search get this line; a question about one window keeps the paper's prompt.
 """
@@ -13,16 +15,19 @@ Only answers from a memory search get this line; a question about one window kee
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Sequence
 
-from ..frames import NS_PER_S
+from ..frames import NS_PER_S, Pose
 from ..keyframes import KeyFrame
 from ..perception import Description
+from ..poses.ego_motion import quaternion_to_matrix
 
 # The line's form; :func:`without_place` and the mission oracle read it back.
 PLACE_PATTERN = re.compile(
-    r"^At (?P<clock>\d+:\d\d) into the mission(?:, at \((?P<x>-?\d+\.\d), (?P<y>-?\d+\.\d)\) m)?: "
+    r"^At (?P<clock>\d+:\d\d) into the mission"
+    r"(?:, at \((?P<x>-?\d+\.\d), (?P<y>-?\d+\.\d)\) m(?:, facing (?P<heading>-?\d+) deg)?)?: "
 )
 
 
@@ -38,14 +43,22 @@ def clock_seconds(clock: str) -> int | None:
     return int(match.group(1)) * 60 + int(match.group(2)) if match else None
 
 
+def heading_deg(pose: Pose) -> int:
+    """The camera's heading in the odometry frame, whole degrees counter-clockwise from its x axis, in
+    (-180, 180]: its forward (x) axis projected on the ground plane."""
+    forward = quaternion_to_matrix(pose.orientation)[:, 0]
+    degrees = round(math.degrees(math.atan2(float(forward[1]), float(forward[0]))))
+    return 180 if degrees == -180 else degrees
+
+
 def place_line(keyframe: KeyFrame, origin_ns: int) -> str:
     """The start of ``keyframe``'s observation: its time since ``origin_ns`` and, with a pose, its position
-    (metres in the odometry frame, to 0.1 m)."""
+    (metres in the odometry frame, to 0.1 m) and the camera's heading (whole degrees, :func:`heading_deg`)."""
     line = f"At {mission_clock((keyframe.frame.stamp_ns - origin_ns) / NS_PER_S)} into the mission"
     pose = keyframe.frame.pose
     if pose is not None:
         x, y = (0.0 if abs(v) < 0.05 else v for v in pose.position[:2])  # no "-0.0"
-        line += f", at ({x:.1f}, {y:.1f}) m"
+        line += f", at ({x:.1f}, {y:.1f}) m, facing {heading_deg(pose)} deg"
     return line + ": "
 
 

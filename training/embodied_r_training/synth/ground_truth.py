@@ -32,7 +32,9 @@ parsed
 by the same :func:`~embodied_r_ros.perception.parse_descriptions`:
 
 - key frame 0: ``I see <the nearest MAX_SCENE objects and every question object in view>.`` (nearest
-  first) or ``No objects in view.``; ``Positions are metres from where I stand: x ahead, y left, z above
+  first) or ``No objects in view.``; for the memory's question-agnostic description
+  (:data:`embodied_r_ros.memory.describer.AGNOSTIC_QUESTION`, which asks for every object) the nearest
+  MAX_MEMORY; ``Positions are metres from where I stand: x ahead, y left, z above
   the floor.`` when the question names objects; ``The room is <X> m by <Y> m.`` (its floor's two sides)
   when the question asks about the room (indoors);
 - key frame j >= 1: ``Action: <one of the paper's ten labels, from the true motion between the two poses
@@ -69,6 +71,7 @@ import numpy as np
 
 from embodied_r_ros.frames import NS_PER_S, Pose
 from embodied_r_ros.keyframes import KeyFrame
+from embodied_r_ros.memory.describer import AGNOSTIC_QUESTION
 from embodied_r_ros.poses.ego_motion import STILL_LABEL, ego_motion, quaternion_to_matrix
 
 from .render import CameraModel, Renderer
@@ -85,6 +88,9 @@ DESCRIPTION = "ground-truth perception (simulator geometry, not a VLM)"
 RENDER_WIDTH = 160
 MAX_SCENE = 4  # objects listed at key frame 0 besides the question's
 MAX_NEW = 3  # newly visible objects listed at a later key frame besides the question's
+# Objects a memory's question-agnostic description lists (the describer asks for every object in view): the
+# sightings index counts and finds "last seen" from these listings, so four would hide most of a busy room.
+MAX_MEMORY = 12
 AHEAD_DEG = 8.0
 AHEAD_SIDE_DEG = 22.0
 ABOVE_BELOW_DEG = 40.0
@@ -409,7 +415,8 @@ class GroundTruthPerceiver(ReplyingPerceiver):
         replies = []
         for j, views in enumerate(seen):
             if j == 0:
-                replies.append(self._scene_reply(views, asked, poses[0], room))
+                most = MAX_MEMORY if question == AGNOSTIC_QUESTION else MAX_SCENE
+                replies.append(self._scene_reply(views, asked, poses[0], room, most))
             else:
                 account = path_text(path_pieces(self.scene.trajectory, times[j - 1], times[j]), self.indoor)
                 before = {view.id for view in seen[j - 1]}
@@ -432,8 +439,10 @@ class GroundTruthPerceiver(ReplyingPerceiver):
             if i < most or v.id in asked
         ]
 
-    def _scene_reply(self, views: list[ObjectView], asked: set[int], origin: Pose, room: bool) -> str:
-        listed = self._listed(views, asked, MAX_SCENE, origin)
+    def _scene_reply(
+        self, views: list[ObjectView], asked: set[int], origin: Pose, room: bool, most: int = MAX_SCENE
+    ) -> str:
+        listed = self._listed(views, asked, most, origin)
         parts = ["I see " + "; ".join(listed) + "." if listed else "No objects in view."]
         if asked:
             floor = "the floor" if self.indoor else "the ground"

@@ -46,18 +46,13 @@ def generate_mission_questions(
 ) -> MissionQuestions:
     """Up to ``config.per_kind`` questions of each kind about the mission (frames from 0 to ``end_s``
     seconds); ids ``<mission_id>-NNN``. Candidates are taken in random order, each name asked about at most
-    once per kind."""
+    once per kind and window. A question's window is the whole mission unless its draft names a part
+    (``window_s``: a count "in the last 30 minutes of the mission")."""
     config = config or MissionQuestionConfig()
     counts = {task.name: KindCount() for task in MISSION_TASKS}
     mission = MissionContext(plan, sightings, config, end_s, rng, counts)
     balancer = LetterBalancer(rng)
-    window = dict(
-        bag=bag,
-        start_s=0.0,
-        end_s=round(end_s, 3),
-        start_ns=plan.config.stamp_ns(0.0),
-        end_ns=plan.config.stamp_ns(end_s),
-    )
+    window = _window(plan, bag, 0.0, end_s)
     questions: list[Question] = []
     evidence: dict[str, Evidence] = {}
     for task in MISSION_TASKS:
@@ -68,7 +63,9 @@ def generate_mission_questions(
             if kept >= config.per_kind:
                 break
             draft = drafts[i]
-            names = {mission.objects[o][1].name for o in draft.objects}
+            # A name is asked about once per kind and part of the mission (a count may ask about the
+            # whole mission and about its last 30 minutes).
+            names = {(mission.objects[o][1].name, draft.window_s) for o in draft.objects}
             if names & asked:
                 continue
             options: tuple[str, ...] = ()
@@ -85,12 +82,24 @@ def generate_mission_questions(
             if options:
                 balancer.take(len(options), position)
             question_id = f"{mission_id}-{len(questions):03d}"
-            questions.append(_question(draft, options, position, question_id, window))
+            part = window if draft.window_s is None else _window(plan, bag, *draft.window_s)
+            questions.append(_question(draft, options, position, question_id, part))
             evidence[question_id] = draft.evidence
             asked |= names
             kept += 1
         counts[task.name].kept = kept
     return MissionQuestions(questions, evidence, counts)
+
+
+def _window(plan: MissionPlan, bag: str, start_s: float, end_s: float) -> dict:
+    """A question's window fields: the bag, seconds from the mission start and the stamps."""
+    return dict(
+        bag=bag,
+        start_s=round(start_s, 3),
+        end_s=round(end_s, 3),
+        start_ns=plan.config.stamp_ns(start_s),
+        end_ns=plan.config.stamp_ns(end_s),
+    )
 
 
 def _question(

@@ -21,7 +21,7 @@ from . import (
     room_size,
     route,
 )
-from .mission import count, first_seen, last_seen
+from .mission import count, first_seen, last_place, last_seen
 from .mission import route as mission_route
 from .task import QuestionTask
 
@@ -45,6 +45,7 @@ MISSION_TASKS: tuple[QuestionTask[Any, Any], ...] = (
     count.TASK,
     last_seen.TASK,
     mission_route.TASK,
+    last_place.TASK,
 )
 TASK_NAMES = tuple(task.name for task in TASKS)
 MISSION_TASK_NAMES = tuple(task.name for task in MISSION_TASKS)

@@ -84,7 +84,8 @@ class Evidence:
 class MissionDraft:
     """A question before its options are placed: numeric (no options), mc with ``distractors`` (the correct
     option goes where the letter balancer says) or mc with ``options`` in a fixed order (the correct one at
-    ``rank``)."""
+    ``rank``). ``window_s``: the part of the mission it asks about (seconds from the start, both ends
+    included), None for the whole mission."""
 
     task: str
     text: str
@@ -95,6 +96,7 @@ class MissionDraft:
     distractors: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     rank: int = 0
+    window_s: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

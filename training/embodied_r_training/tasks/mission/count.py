@@ -1,9 +1,14 @@
-"""mission_count (numeric): "How many different <category> did I see ...?".
+"""mission_count (numeric): "How many different <category> did I see ...?", over the whole mission or a part
+of it ("in the first 30 minutes", "in the last 60 minutes", "between minute 30 and minute 90" of a 2-hour
+mission: the question's window is that part, so a node is asked it with that window).
 
-The truth: the objects of that category in view at least once over the mission (revisits count once, two
-objects with one name twice). Only categories seen in two or more rooms and with no barely visible member
-are asked about. The prompt must carry each frame's position in one mission frame (odometry x, y) and where
-the objects are from it, so a revisit's chair can be told from a second chair of one name: the oracle puts
+The truth: the objects of that category in view at least once in the window (revisits count once, two
+objects with one name twice). Only categories seen in two or more rooms in the window and with no barely
+visible member are asked about, and no window whose edge cuts a sighting (within :data:`EDGE_S`: whether
+the key frames of that sighting fall inside is a matter of sampling).
+
+The prompt must carry each frame's position in one mission frame (odometry x, y) and where the objects are
+from it, so a revisit's chair can be told from a second chair of one name: the oracle puts
 every listing of the category's names on one map by dead reckoning (:func:`.reading.dead_reckon`; listing
 positions are metres from the frame where their run began, "Positions are metres from where I stand");
 listings of one name less than :data:`SAME_OBJECT_M` apart are one object. It abstains when a listing has
@@ -24,38 +29,111 @@ from .context import Evidence, MissionContext, MissionDraft, NameSighting
 from .reading import MissionReading, poses
 
 NAME = "mission_count"
-TEMPLATE = Template("How many different {} did I see over the whole mission?")
+TEMPLATE = Template(
+    "How many different {} did I see over the whole mission?",
+    "How many different {} did I see in the first {} minutes of the mission?",
+    "How many different {} did I see in the last {} minutes of the mission?",
+    "How many different {} did I see between minute {} and minute {} of the mission?",
+    "How many different {} did I see in the first minute of the mission?",
+    "How many different {} did I see in the last minute of the mission?",
+)
 SAME_OBJECT_M = 4.0  # listings of one name closer than this on the dead-reckoned map are one object
+EDGE_S = 5.0  # a window's edge this close to a sighting of the category leaves the count to chance
+WHOLE, FIRST, LAST, BETWEEN, FIRST_MINUTE, LAST_MINUTE = range(6)  # the template's variants
+
+
+@dataclass(frozen=True)
+class CountWindow:
+    """A part of the mission a count asks about: seconds from the start (both included), the template's
+    variant and the minutes its text names; ``whole`` for the whole mission."""
+
+    start_s: float
+    end_s: float
+    variant: int
+    minutes: tuple[int, ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        return self.variant == WHOLE
+
+
+def count_windows(end_s: float) -> list[CountWindow]:
+    """The whole mission, its first and last quarter and half, and the middle half, in whole minutes (a part
+    of no whole minute, or as long as the mission, is left out)."""
+    minutes = end_s / 60
+    windows = [CountWindow(0.0, end_s, WHOLE)]
+    for n in sorted({round(minutes * 0.25), round(minutes * 0.5)}):
+        if 1 <= n < minutes:
+            first, last = (FIRST, LAST) if n > 1 else (FIRST_MINUTE, LAST_MINUTE)
+            shown = (n,) if n > 1 else ()
+            windows.append(CountWindow(0.0, n * 60.0, first, shown))
+            windows.append(CountWindow(end_s - n * 60.0, end_s, last, shown))
+    a, b = round(minutes * 0.25), round(minutes * 0.75)
+    if a >= 1 and b - a >= 2 and b < minutes:
+        windows.append(CountWindow(a * 60.0, b * 60.0, BETWEEN, (a, b)))
+    return windows
+
+
+def _within(sightings: list[tuple[float, float]], window: CountWindow) -> list[tuple[float, float]]:
+    """The sightings that overlap ``window``."""
+    return [(t0, t1) for t0, t1 in sightings if t0 <= window.end_s and t1 >= window.start_s]
+
+
+def _cuts(window: CountWindow, t0: float, t1: float, end_s: float) -> bool:
+    """Whether an edge of ``window`` inside the mission is within :data:`EDGE_S` of the sighting [t0, t1]."""
+    edges = [e for e in (window.start_s, window.end_s) if 0.0 < e < end_s]
+    return any(t0 - EDGE_S < e < t1 + EDGE_S for e in edges)
 
 
 def generate(m: MissionContext) -> list[MissionDraft]:
-    """One question per category seen in two or more rooms, none of its members barely visible."""
+    """One question per category and window (:func:`count_windows`) seen there in two or more rooms, none
+    of its members barely visible, no window edge cutting one of its sightings."""
     count = m.counts[NAME]
     drafts = []
     categories = sorted({obj.category for _, obj in m.objects.values()})
+    windows = count_windows(m.end_s)
     for category in categories:
         members = [oid for oid, (_, obj) in m.objects.items() if obj.category == category]
-        seen = [oid for oid in members if m.sightings.seen(oid)]
-        if not seen:
+        if not any(m.sightings.seen(oid) for oid in members):
             continue  # never seen: nothing to ask
-        count.candidates += 1
-        if any(m.sightings.barely_seen(oid) for oid in members):
-            count.drop("barely_visible_member")
-            continue
-        if len({m.objects[oid][0] for oid in seen}) < 2:
-            count.drop("one_room")
-            continue
-        intervals, shown = [], []
-        for oid in seen:
-            room = m.objects[oid][0]
-            for t0, t1 in m.sightings.sightings[oid]:
-                intervals.append(m.stamps(NameSighting(t0, t1, oid, room)))
-                shown.append(oid)
-        text = TEMPLATE.format(plural(category))
-        evidence = Evidence(tuple(intervals), tuple(shown), {"category": category})
-        drafts.append(MissionDraft(NAME, text, len(seen), tuple(seen), evidence, unit="count"))
+        barely = any(m.sightings.barely_seen(oid) for oid in members)
+        sightings = [sighting for oid in members for sighting in m.sightings.sightings[oid]]
+        for window in windows:
+            inside = {oid: _within(m.sightings.sightings[oid], window) for oid in members}
+            seen = [oid for oid in members if inside[oid]]
+            if not seen:
+                continue  # nothing of it in this part
+            count.candidates += 1
+            if barely:
+                count.drop("barely_visible_member")
+            elif any(_cuts(window, t0, t1, m.end_s) for t0, t1 in sightings):
+                count.drop("window_edge_cuts_a_sighting")
+            elif len({m.objects[oid][0] for oid in seen}) < 2:
+                count.drop("one_room")
+            else:
+                drafts.append(_draft(m, category, window, seen, inside))
     count.usable = len(drafts)
     return drafts
+
+
+def _draft(
+    m: MissionContext,
+    category: str,
+    window: CountWindow,
+    seen: list[int],
+    inside: dict[int, list[tuple[float, float]]],
+) -> MissionDraft:
+    intervals, shown = [], []
+    for oid in seen:
+        room = m.objects[oid][0]
+        for t0, t1 in inside[oid]:
+            start, end = max(t0, window.start_s), min(t1, window.end_s)
+            intervals.append(m.stamps(NameSighting(start, end, oid, room)))
+            shown.append(oid)
+    text = TEMPLATE.format(plural(category), *map(str, window.minutes), variant=window.variant)
+    evidence = Evidence(tuple(intervals), tuple(shown), {"category": category, "whole": window.whole})
+    part = None if window.whole else (window.start_s, window.end_s)
+    return MissionDraft(NAME, text, len(seen), tuple(seen), evidence, unit="count", window_s=part)
 
 
 def _named(category_plural: str, name: str) -> bool:

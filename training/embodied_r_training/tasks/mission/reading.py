@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from embodied_r_ros.memory.mission_time import PLACE_PATTERN, clock_seconds
 from embodied_r_ros.reasoning.options import OPTION_LETTERS
@@ -81,17 +81,19 @@ class Listing:
 
 @dataclass(frozen=True)
 class Place:
-    """A key frame's place line: seconds into the mission and the odometry position (None: not given)."""
+    """A key frame's place line: seconds into the mission, the odometry position and the camera's heading
+    (degrees counter-clockwise from the odometry x axis; None: not given)."""
 
     seconds: int
     position: tuple[float, float] | None
+    heading_deg: float | None = None
 
 
 @dataclass
 class MissionReading:
     """What a prompt says: the question, options, each step's motion (None: not in metres), the key frame
-    that begins each frame's run, every object listing in frame order, and each frame's place line (None:
-    the frame has none)."""
+    that begins each frame's run, every object listing in frame order, each frame's place line (None:
+    the frame has none) and observation."""
 
     question: str
     options: list[str]
@@ -101,6 +103,7 @@ class MissionReading:
     listings: list[Listing]
     places: list[Place | None]
     memory_count: int | None = None  # the memory's tally of every sighting ("..., 21 in all."), if given
+    observations: list[str] = field(default_factory=list)  # each frame's observation after its place line
 
     def first_frame(self, name: str) -> int | None:
         """The key frame that first lists ``name`` (None: never listed)."""
@@ -173,6 +176,7 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
     runs: list[int] = []
     listings: list[Listing] = []
     places: list[Place | None] = []
+    observations: list[str] = []
     for line in prompt.splitlines():
         match = FRAME.match(line)
         if match is None:
@@ -180,6 +184,7 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
         frame, action, observation = int(match.group(1)), match.group(2), match.group(3)
         places.append(_place(observation))
         observation = PLACE_PATTERN.sub("", observation, count=1)
+        observations.append(observation)
         if frame > 0:
             steps.append(parse_step(action or ""))
         runs.append(frame if frame == 0 or observation.startswith(NEW_RUN) else runs[-1])
@@ -188,8 +193,9 @@ def read_mission_prompt(prompt: str) -> MissionReading | None:
     tally = MEMORY_TALLY.search(prompt)
     memory_count = int(tally.group(1)) if tally else None
     return MissionReading(
-        reading.question, reading.options, reading.frames, steps, runs, listings, places, memory_count
-    )
+        reading.question, reading.options, reading.frames, steps, runs, listings, places, memory_count,
+        observations,
+    )  # fmt: skip
 
 
 def _place(observation: str) -> Place | None:
@@ -198,7 +204,8 @@ def _place(observation: str) -> Place | None:
     if match is None:
         return None
     position = (float(match.group("x")), float(match.group("y"))) if match.group("x") else None
-    return Place(clock_seconds(match.group("clock")), position)
+    heading = float(match.group("heading")) if match.group("heading") else None
+    return Place(clock_seconds(match.group("clock")), position, heading)
 
 
 # ------------------------------------------------------------------------------------- solvers' steps
