@@ -15,18 +15,31 @@
    start_stamp/end_stamp, answered from the memory since RAM holds only the last buffer.history_s) and its
    latency; 3 ``search_memory`` questions of the mission (latency, the intervals the answer names); then the
    wait (at most ``--drain-timeout``) until the describer's backlog is 0.
+4b. Cost flat in length (issue 44): the same question about minutes ``--question-minute`` +- 1 (early,
+   answered from the durable memory) and about the mission's last minute (late, from RAM when
+   buffer.history_s holds it), each ``--repeats`` times in the order early-late, late-early, ... (so a drift
+   of the machine's load hits both alike): every latency, the medians and early/late (goal <= 1.5), with
+   where each was answered from (the node's rule: an interval that starts before the newest frame minus
+   buffer.history_s comes from the memory) and the node's own key-frame time (/diagnostics last_query);
+   then the same with ``search_memory`` bounded to each interval.
 5. The node is stopped (SIGINT); the store is opened here and searched for every labelled question of the
    mission: recall@k (share of questions with a top-k hit inside an evidence interval) and coverage@k
    (share of a question's evidence intervals hit), per question kind
    (embodied_r_training.eval.mission_recall).
 
 Goals (issue 30): node RAM at the end within 5 % of the RAM after warm-up; node frames >= 99 % of the plain
-subscriber's. The latencies are of tiny models and ground-truth perception on this machine's CPU.
+subscriber's. Issue 44: a question about minute 5 asked at the end within 1.5x the latency of one about the
+last minute; RAM from mission minute ``--ram-from-minute`` (12) to the end within 5 %; the store's MB per
+mission hour (at the end, and its growth after that minute). The mission time of a sample is the node's
+frames received over the camera's rate. The latencies are of tiny models and ground-truth perception on
+this machine's CPU.
 
 Run:  python bench/bench_mission_memory.py [--mission out/missions/m60-seed0] [--minutes 60] [--seed 0]
-          [--rate 8] [--drain-timeout 900] [--json out/bench_mission_memory.json]
+          [--rate 8] [--drain-timeout 900] [--repeats 5] [--ram-from-minute 12]
+          [--json out/bench_mission_memory.json]
 Short check (a 3-minute mission; the question about minutes 0.5-2.5 answered from the memory, not RAM):
     python bench/bench_mission_memory.py --minutes 3 --history-s 60 --question-minute 1.5
+(RAM from minute 1.2 there: --ram-from-minute is cut to 40 % of the mission.)
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,6 +79,9 @@ log = logging.getLogger("bench_mission_memory")
 SAMPLE_PERIOD_S = 5.0
 LOG_EVERY_SAMPLES = 6  # a progress line every 30 s
 RAM_GOAL_PERCENT = 5.0
+LATENCY_GOAL_RATIO = 1.5  # early / late median latency (issue 44)
+LAST_MINUTE_S = 60.0  # the late question's interval: the mission's last minute
+QUERY_TIMING_WAIT_S = 3.0  # how long a /diagnostics with the last question's timing is waited for
 INGEST_GOAL_PERCENT = 99.0
 KS = (4, 8, 16)
 SEARCH_QUESTIONS = 3
@@ -110,17 +127,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="mission seed when it is written (0)")
     parser.add_argument("--rate", type=float, default=8.0, help="replay speed, times real time (8)")
     parser.add_argument(
+        "--ram-from-minute",
         "--warmup-minutes",
+        dest="warmup_minutes",
         type=float,
         default=12.0,
-        help="mission minutes before RAM 'start' is read (12: the RAM history of 10 min full; at most 40 %% "
-        "of the mission)",
+        help="the mission minute RAM 'start' is read at, and the store's growth measured from (12: the RAM "
+        "history of 10 min full; at most 40 %% of the mission)",
     )
     parser.add_argument(
         "--question-minute",
         type=float,
         default=5.0,
         help="the question after the replay is about this mission minute +- 1 (5)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="times each of the early and the late question is asked for the latency ratio (5; 0: none)",
     )
     parser.add_argument(
         "--drain-timeout",
@@ -137,6 +162,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.mission = _ROOT / "out" / "missions" / f"m{args.minutes:g}-seed{args.seed}"
     if not args.rate > 0:
         parser.error(f"--rate must be > 0, got {args.rate}")
+    if args.repeats < 0:
+        parser.error(f"--repeats must be >= 0, got {args.repeats}")
     return args
 
 
@@ -247,6 +274,28 @@ class Diagnostics:
         except ValueError:
             return default
 
+    def questions_settled(self) -> int:
+        """Questions the node has settled so far (every ``queries_<outcome>`` counter)."""
+        return questions_settled(self.values())
+
+    def last_query_timing(self, settled_before: int, timeout_s: float = QUERY_TIMING_WAIT_S) -> dict:
+        """The node's ``last_query.*`` timing once /diagnostics counts a question more than
+        ``settled_before`` (the node sets the timing before it counts the question); {} past ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            values = self.values()
+            if questions_settled(values) > settled_before:
+                return {k.removeprefix("last_query."): float(v) for k, v in values.items()
+                        if k.startswith("last_query.")}  # fmt: skip
+            time.sleep(0.05)
+        return {}
+
+
+def questions_settled(values: dict[str, str]) -> int:
+    """The sum of a /diagnostics' ``queries_<outcome>`` counters (not the running or waiting ones)."""
+    return sum(int(v) for k, v in values.items()
+               if k.startswith("queries_") and k not in ("queries_running", "queries_waiting"))  # fmt: skip
+
 
 def store_mb(store: Path) -> float:
     """The store's file and its write-ahead log on disk, MB."""
@@ -348,11 +397,32 @@ def interval_s(start_ns: int, end_ns: int, mission_start_ns: int) -> list[float]
     return [round((start_ns - mission_start_ns) / 1e9, 1), round((end_ns - mission_start_ns) / 1e9, 1)]
 
 
-def ask_about_minute(client: Any, mission: dict, minute: float) -> dict:
-    """The question about mission minutes ``minute`` +- 1 (cut to the mission), by absolute stamps."""
+def minute_interval(mission: dict, minute: float) -> tuple[int, int]:
+    """Mission minutes ``minute`` +- 1 as camera stamps, cut to the mission."""
     start_ns, end_ns = int(mission["start_ns"]), int(mission["end_ns"])
     first = max(start_ns, start_ns + round((minute - 1) * 60e9))
-    last = min(end_ns, start_ns + round((minute + 1) * 60e9))
+    return first, min(end_ns, start_ns + round((minute + 1) * 60e9))
+
+
+def last_minute_interval(mission: dict) -> tuple[int, int]:
+    """The mission's last minute (to its last frame) as camera stamps, cut to the mission."""
+    start_ns, end_ns = int(mission["start_ns"]), int(mission["end_ns"])
+    return max(start_ns, end_ns - round(LAST_MINUTE_S * 1e9)), end_ns
+
+
+def answered_from(interval_start_ns: int, mission: dict, history_s: float) -> str:
+    """Where the node answers an interval from once it has the whole mission, by its rule
+    (``RobotHistory.keyframes``): "memory" when the interval starts before what RAM holds (the newest frame
+    minus buffer.history_s, not before the first frame), else "RAM"."""
+    start_ns, end_ns = int(mission["start_ns"]), int(mission["end_ns"])
+    ram_oldest = max(start_ns, end_ns - round(history_s * 1e9))
+    return "memory" if interval_start_ns < ram_oldest else "RAM"
+
+
+def ask_about_minute(client: Any, mission: dict, minute: float) -> dict:
+    """The question about mission minutes ``minute`` +- 1 (cut to the mission), by absolute stamps."""
+    start_ns = int(mission["start_ns"])
+    first, last = minute_interval(mission, minute)
     result = client.ask(MINUTE_QUESTION, (), interval_ns=(first, last), timeout_s=600.0)
     log.info("the minute-%g question: %s in %.2f s", minute, "answered" if result.success else
              f"FAILED ({result.message})", result.round_trip_s)  # fmt: skip
@@ -366,6 +436,82 @@ def ask_about_minute(client: Any, mission: dict, minute: float) -> dict:
         "perception_s": round(result.answer.perception_seconds, 3) if result.success else None,
         "reasoning_s": round(result.answer.reasoning_seconds, 3) if result.success else None,
     }
+
+
+def ask_timed(client: Any, diagnostics: Diagnostics, interval: tuple[int, int], search: bool) -> dict:
+    """One :data:`MINUTE_QUESTION` about ``interval`` (``search``: a memory search bounded by it): the
+    round trip, what the answer holds and the node's own timing of it (/diagnostics last_query)."""
+    settled = diagnostics.questions_settled()
+    result = client.ask(MINUTE_QUESTION, (), interval_ns=interval, search_memory=search, timeout_s=600.0)
+    answer = result.answer if result.success else None
+    node = diagnostics.last_query_timing(settled)
+    return {
+        "latency_s": round(result.round_trip_s, 3),
+        "success": result.success,
+        "message": "" if result.success else result.message,
+        "keyframes": len(answer.keyframe_stamps) if answer else 0,
+        "node_keyframes_s": round(node["keyframes_s"], 3) if "keyframes_s" in node else None,
+        "node_total_s": round(node["total_s"], 3) if "total_s" in node else None,
+        "perception_s": round(answer.perception_seconds, 3) if answer else None,
+        "reasoning_s": round(answer.reasoning_seconds, 3) if answer else None,
+        "notes": list(answer.notes) if answer else [],
+    }
+
+
+def alternating_order(names: tuple[str, str], repeats: int) -> list[str]:
+    """``repeats`` rounds of both names, the order flipped every round (a, b, b, a, a, b, ...): a drift of
+    the machine's load over the rounds falls on both alike."""
+    order: list[str] = []
+    for round_ in range(repeats):
+        order += list(names) if round_ % 2 == 0 else list(reversed(names))
+    return order
+
+
+def latency_summary(early_s: list[float], late_s: list[float], goal: float = LATENCY_GOAL_RATIO) -> dict:
+    """The medians of the early and the late latencies, early/late and whether it is within ``goal``
+    (None where a side has no sample)."""
+    early = statistics.median(early_s) if early_s else None
+    late = statistics.median(late_s) if late_s else None
+    ratio = round(early / late, 3) if early is not None and late else None
+    return {
+        "early_median_s": None if early is None else round(early, 3),
+        "late_median_s": None if late is None else round(late, 3),
+        "early_over_late": ratio,
+        "goal": goal,
+        "goal_met": None if ratio is None else ratio <= goal,
+    }
+
+
+def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, minute: float,
+                        repeats: int, history_s: float) -> dict:  # fmt: skip
+    """Issue 44's latency against length: the question about ``minute`` +- 1 (early) and about the last
+    minute (late), each ``repeats`` times in :func:`alternating_order`; then the same with search_memory."""
+    start_ns = int(mission["start_ns"])
+    intervals = {"early": minute_interval(mission, minute), "late": last_minute_interval(mission)}
+    results: dict[str, Any] = {"repeats": repeats, "question": MINUTE_QUESTION}
+    for kind, search in (("interval", False), ("search_memory", True)):
+        samples: dict[str, list[dict]] = {"early": [], "late": []}
+        for name in alternating_order(("early", "late"), repeats):
+            samples[name].append(ask_timed(client, diagnostics, intervals[name], search))
+        part: dict[str, Any] = {}
+        for name, interval in intervals.items():
+            answered = [s for s in samples[name] if s["success"]]
+            source = "memory search" if search else answered_from(interval[0], mission, history_s)
+            part[name] = {
+                "interval_s": interval_s(*interval, start_ns),
+                "answered_from": source,
+                "answered": len(answered),
+                "latencies_s": [s["latency_s"] for s in samples[name]],
+                "samples": samples[name],
+            }
+        # Only answered questions count: a failure's round trip is no answer's cost.
+        part.update(latency_summary(*([s["latency_s"] for s in samples[n] if s["success"]]
+                                      for n in ("early", "late"))))  # fmt: skip
+        results[kind] = part
+        log.info("%s questions: early (%s) median %s s, late (%s) median %s s, early/late %s (goal <= %g)",
+                 kind, part["early"]["answered_from"], part["early_median_s"], part["late"]["answered_from"],
+                 part["late_median_s"], part["early_over_late"], LATENCY_GOAL_RATIO)  # fmt: skip
+    return results
 
 
 def search_questions(mission_dir: Path, mission: dict, count: int) -> list:
@@ -457,15 +603,28 @@ def machine() -> dict:
     return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
 
 
+def replay_samples(samples: list[Sample], from_s: float, replay_end_s: float) -> list[Sample]:
+    """The samples of the replay from mission second ``from_s`` on (a sample's mission time: the node's frames
+    received over the camera's rate); all samples when none is (a replay too short for ``from_s``)."""
+    return [s for s in samples if s.mission_s >= from_s and s.wall_s <= replay_end_s] or samples
+
+
+def mb_per_hour(mb: float, mission_s: float) -> float:
+    """``mb`` over ``mission_s`` seconds of mission as MB per mission hour."""
+    return mb / mission_s * 3600
+
+
 def ram_summary(samples: list[Sample], warmup_s: float, replay_end_s: float) -> dict:
     """RAM after warm-up (start), at the end of the replay (end), max after warm-up, and end/start."""
-    steady = [s for s in samples if s.mission_s >= warmup_s and s.wall_s <= replay_end_s] or samples
+    steady = replay_samples(samples, warmup_s, replay_end_s)
     after = [s for s in samples if s.mission_s >= warmup_s] or samples
     start, end = steady[0].rss_mb, steady[-1].rss_mb
     ratio = end / start
     return {
         "at_first_sample_mb": samples[0].rss_mb,
+        "start_mission_minute": round(steady[0].mission_s / 60, 2),  # the sample's, at or after warm-up
         "start_after_warmup_mb": start,
+        "end_mission_minute": round(steady[-1].mission_s / 60, 2),
         "end_of_replay_mb": end,
         "max_after_warmup_mb": max(s.rss_mb for s in after),
         "after_questions_and_drain_mb": samples[-1].rss_mb,
@@ -474,19 +633,40 @@ def ram_summary(samples: list[Sample], warmup_s: float, replay_end_s: float) -> 
     }
 
 
+def store_growth(samples: list[Sample], from_s: float, replay_end_s: float) -> dict:
+    """The store on disk (file + write-ahead log) while the node ran: at the end of the replay, and its
+    growth per mission hour from mission second ``from_s`` to then (None when the replay gives no span)."""
+    steady = replay_samples(samples, from_s, replay_end_s)
+    first, last = steady[0], steady[-1]
+    span_s = last.mission_s - first.mission_s
+    growth = mb_per_hour(last.store_mb - first.store_mb, span_s) if span_s > 0 else None
+    at_end = mb_per_hour(last.store_mb, last.mission_s) if last.mission_s > 0 else None
+    return {
+        "end_of_replay_mb": last.store_mb,
+        "end_of_replay_mb_per_mission_hour": None if at_end is None else round(at_end, 1),
+        "growth_from_mission_minute": round(first.mission_s / 60, 2),
+        "growth_mb_per_mission_hour": None if growth is None else round(growth, 1),
+    }
+
+
 def print_summary(results: dict) -> None:
     """The figures a reader looks for first; the JSON has the rest."""
     ram, frames, memory = results["node_rss"], results["frames"], results["memory"]
-    minute = results["minute_question"]
+    minute, growth = results["minute_question"], results["store"]
     lines = [
         f"machine: {results['machine']['cores']} cores, {results['machine']['cpu']}, "
         f"Python {results['machine']['python']}",
         f"mission: {results['mission_minutes']:g} min at {results['replay_rate']:g}x: {results['play']}",
         f"perception: {results['perception']}; LM: {results['lm']}",
-        f"node RAM: {ram['start_after_warmup_mb']:.0f} MB after warm-up -> {ram['end_of_replay_mb']:.0f} MB "
-        f"at the end (x{ram['end_over_start']:.3f}; goal within 5 %: {ram['goal_within_5_percent']}), max "
+        f"node RAM: {ram['start_after_warmup_mb']:.0f} MB after warm-up (mission minute "
+        f"{ram['start_mission_minute']:g}) -> {ram['end_of_replay_mb']:.0f} MB at the end (minute "
+        f"{ram['end_mission_minute']:g}; x{ram['end_over_start']:.3f}; goal within 5 %: "
+        f"{ram['goal_within_5_percent']}), max "
         f"{ram['max_after_warmup_mb']:.0f} MB",
-        f"store: {memory['store_mb']:.1f} MB, {memory['store_mb_per_mission_hour']:.0f} MB per mission hour",
+        f"store: {memory['store_mb']:.1f} MB, {memory['store_mb_per_mission_hour']:.0f} MB per mission hour"
+        f" ({growth['end_of_replay_mb']:.1f} MB with its WAL at the end of the replay; growth from mission "
+        f"minute {growth['growth_from_mission_minute']:g}: {growth['growth_mb_per_mission_hour']} MB per "
+        "mission hour)",
         f"frames: node {frames['node']} / plain subscriber {frames['plain_subscriber']} = "
         f"{frames['node_over_plain_percent']} % (goal >= 99 %: {frames['goal_99_percent']}); bag "
         f"{frames['bag']}",
@@ -496,6 +676,7 @@ def print_summary(results: dict) -> None:
         f"minute-{results['question_minute']:g} question: {minute['latency_s']:.2f} s "
         f"({'answered' if minute['success'] else minute['message']})",
         "search questions: " + ", ".join(f"{q['kind']} {q['latency_s']:.2f} s" for q in results["search"]),
+        *flat_cost_lines(results["flat_cost"]),
         "recall (kind, questions, recall@4/8/16, coverage@4/8/16):",
     ]
     for row in results["recall"]:
@@ -503,6 +684,28 @@ def print_summary(results: dict) -> None:
         coverage = "/".join(f"{row[f'coverage@{k}']:.2f}" for k in KS)
         lines.append(f"  {row['kind']:<20} {row['questions']:>3}  {recall}  {coverage}")
     print("\n".join(lines))
+
+
+def flat_cost_lines(flat: dict) -> list[str]:
+    """The early/late latency lines of the summary (none when --repeats 0)."""
+    if not flat.get("repeats"):
+        return []
+    lines = [f"cost flat in length ({flat['repeats']} of each, alternating; goal early/late <= "
+             f"{LATENCY_GOAL_RATIO:g}):"]  # fmt: skip
+    for kind in ("interval", "search_memory"):
+        part = flat[kind]
+        sides = []
+        for name in ("early", "late"):
+            side = part[name]
+            a, b = side["interval_s"]
+            latencies = " ".join(f"{x:.2f}" for x in side["latencies_s"])
+            sides.append(
+                f"{name} {a / 60:.1f}-{b / 60:.1f} min ({side['answered_from']}, {side['answered']} "
+                f"answered) median {part[f'{name}_median_s']} s [{latencies}]"
+            )
+        lines.append(f"  {kind}: " + "; ".join(sides) + f"; early/late {part['early_over_late']} "
+                     f"(goal met: {part['goal_met']})")  # fmt: skip
+    return lines
 
 
 # ------------------------------------------------------------------------------------------------ run
@@ -522,6 +725,7 @@ class Measured:
     minute: dict
     search: list[dict]
     drain_s: float | None
+    flat: dict  # the early/late questions after the drain (flat_cost_questions)
     node_exit_code: int | None
 
 
@@ -576,6 +780,15 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         ]
         log.info("waiting for the describer's backlog (%d key frames) to drain", at_end.describer_backlog)
         drain_s = wait_for_drain(diagnostics, args.drain_timeout)
+        # After the drain: the late minute's key frames are described too (the searches find them), and
+        # the describer does not compete with the questions for the CPU.
+        flat = {"repeats": 0}
+        if args.repeats:
+            log.info("asking about minute %g and the last minute, %d times each", args.question_minute,
+                     args.repeats)  # fmt: skip
+            flat = flat_cost_questions(client, diagnostics, mission, min(args.question_minute, minutes),
+                                       args.repeats, args.history_s)  # fmt: skip
+            flat["describer_backlog_when_asked"] = diagnostics.number("memory_describer_backlog")
         final = sampler.take()
     except (BenchError, NodeNotFoundError) as exc:
         raise BenchError(f"{exc}\nthe node's log ({node_log}) ends:\n{log_tail(node_log)}") from exc
@@ -589,7 +802,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
     log.info("node stopped (exit code %s)", node.returncode)
     return Measured(
         sampler.samples, at_end, final, diagnostics.values(), plain_received, replay_s, play_report, minute,
-        search, drain_s, node.returncode,
+        search, drain_s, flat, node.returncode,
     )  # fmt: skip
 
 
@@ -614,6 +827,7 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         "play": measured.play_report,
         "warmup_mission_minutes": round(warmup_s / 60, 2),
         "node_rss": ram_summary(measured.samples, warmup_s, at_end.wall_s),
+        "store": store_growth(measured.samples, warmup_s, at_end.wall_s),
         "frames": {
             "bag": int(mission["frames"]),
             "node": at_end.frames_received,
@@ -640,6 +854,7 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         "question_minute": min(args.question_minute, minutes),
         "minute_question": measured.minute,
         "search": measured.search,
+        "flat_cost": measured.flat,
         "recall": recall,
         "samples": [asdict(s) for s in measured.samples],
         "node_exit_code": measured.node_exit_code,
