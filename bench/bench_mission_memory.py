@@ -85,7 +85,9 @@ QUERY_TIMING_WAIT_S = 3.0  # how long a /diagnostics with the last question's ti
 INGEST_GOAL_PERCENT = 99.0
 KS = (4, 8, 16)
 SEARCH_QUESTIONS = 3
-SEARCH_KIND_ORDER = ("mission_last_seen", "mission_first_seen", "mission_count", "mission_route")
+SEARCH_KIND_ORDER = (
+    "mission_last_seen", "mission_first_seen", "mission_count", "mission_route", "mission_last_place"
+)
 MINUTE_QUESTION = "Which objects did I see, and where were they?"
 PERCEPTION_LABEL = "ground-truth perception of mission.json (a measuring instrument, not a VLM)"
 ODOMETRY_TYPE = "nav_msgs/msg/Odometry"

@@ -4,7 +4,9 @@ For every length (``--lengths``, minutes) and seed (``--seeds``; the first, ``--
 memory's settings were chosen on, the others are used for no choice):
 
 1. the mission (bench/make_mission.py's writer, ``--questions-per-kind`` labelled questions per kind at most)
-   in ``--missions/m<L>-seed<S>``, written unless it is there;
+   in ``--missions/m<L>-seed<S>``, written unless it is there; while a kind has fewer than
+   ``--min-per-kind`` questions (a 5-minute mission passes four or five rooms), more missions of the seed's
+   group (seeds S + 100, S + 200, ...; at most ``--most-missions``), pooled as one row;
 2. its durable memory, built in one process as the node builds it
    (:mod:`embodied_r_training.eval.mission_store`), kept in the mission's directory;
 3. every labelled question as the node's ``search_memory`` question puts it
@@ -20,7 +22,7 @@ search's hits, evidence reached, each system's score) and kinds.png (each kind's
 length). Run::
 
     python bench/mission_benchmark.py [--lengths 5 20 60 120] [--seeds 0 1] [--questions-per-kind 40]
-        [--missions out/missions/bench] [--out out/mission_benchmark]
+        [--min-per-kind 40] [--most-missions 6] [--missions out/missions/bench] [--out out/mission_benchmark]
 """
 
 from __future__ import annotations
@@ -83,6 +85,43 @@ def ensure_mission(missions: Path, minutes: float, seed: int, per_kind: int) -> 
     return directory
 
 
+def kinds_asked(directory: Path) -> dict[str, int]:
+    """The questions a mission kept per kind."""
+    counts = json.loads((directory / "mission.json").read_text())["question_counts"]
+    return {kind: count["kept"] for kind, count in counts.items()}
+
+
+def ensure_missions(
+    missions: Path, minutes: float, seed: int, per_kind: int, min_per_kind: int, most: int
+) -> list[Path]:
+    """The missions of (minutes, seed): the seed's own, then while a kind has fewer than ``min_per_kind``
+    questions in all (short missions pass few rooms), more of that seed's group (seeds ``seed + 100 i``,
+    i = 1, 2, ...; at most ``most`` missions)."""
+    directories = [ensure_mission(missions, minutes, seed, per_kind)]
+    totals = kinds_asked(directories[0])
+    while min(totals.values()) < min_per_kind and len(directories) < most:
+        directories.append(ensure_mission(missions, minutes, seed + 100 * len(directories), per_kind))
+        for kind, n in kinds_asked(directories[-1]).items():
+            totals[kind] = totals.get(kind, 0) + n
+    return directories
+
+
+def pooled(results: list[MissionAnswers]) -> MissionAnswers:
+    """Several missions of one length and seed group as one: their questions together."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    return MissionAnswers(
+        mission=" + ".join(r.mission for r in results),
+        minutes=first.minutes,
+        store=" + ".join(r.store for r in results),
+        questions=[q for r in results for q in r.questions],
+        metrics=first.metrics,  # the systems scored (the rows average the questions' own scores)
+        lm=first.lm,
+        blind_rules=first.blind_rules,
+    )
+
+
 def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
     """Per length, seed and kind: n, recall@k, evidence reached (any / all), the scores."""
     header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *SHOWN]
@@ -137,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=float, nargs="+", default=[5, 20, 60, 120], help="minutes")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the first is the choice seed")
     parser.add_argument("--questions-per-kind", type=int, default=40)
+    parser.add_argument("--min-per-kind", type=int, default=40,
+                        help="more missions of a seed's group while a kind has fewer questions (40)")
+    parser.add_argument("--most-missions", type=int, default=6, help="missions per length and seed, most (6)")
     parser.add_argument("--missions", type=Path, default=Path("out/missions/bench"))
     parser.add_argument("--out", type=Path, default=Path("out/mission_benchmark"))
     args = parser.parse_args(argv)
@@ -148,21 +190,29 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[int, bool, MissionAnswers]] = []
     for minutes in args.lengths:
         per_kind = args.questions_per_kind
-        directories = {s: ensure_mission(args.missions, minutes, s, per_kind) for s in args.seeds}
-        for seed, directory in directories.items():
-            store = build_store(directory, embedder)
-            others = [d for s, d in directories.items() if s != seed]
+        groups = {
+            s: ensure_missions(args.missions, minutes, s, per_kind, args.min_per_kind, args.most_missions)
+            for s in args.seeds
+        }
+        for seed, directories in groups.items():
+            others = [d for s, ds in groups.items() if s != seed for d in ds]
             calibration = calibration_records(others)
-            with ReadOnlyMemory(store) as memory:
-                result = evaluate_mission(directory, memory, embedder, calibration=calibration)
+            evaluated = []
+            for directory in directories:
+                store = build_store(directory, embedder)
+                with ReadOnlyMemory(store) as memory:
+                    evaluated.append(evaluate_mission(directory, memory, embedder, calibration=calibration))
+            result = pooled(evaluated)
             results.append((seed, seed != args.seeds[0], result))
-            logger.info("%g min, seed %d: %d questions", minutes, seed, len(result.questions))
+            logger.info("%g min, seed %d: %d missions, %d questions", minutes, seed, len(directories),
+                        len(result.questions))  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "seconds": round(time.perf_counter() - started, 1),
         "choice_seed": args.seeds[0],
+        "missions_per_group": {f"{r.minutes:g} min, seed {s}": r.mission.split(" + ") for s, _, r in results},
         "missions": [{"seed": s, "held_out": h, **r.to_dict()} for s, h, r in results],
     }
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
