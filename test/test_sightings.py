@@ -201,7 +201,7 @@ def test_the_sightings_can_be_turned_off_for_the_similarity_search_alone(tmp_pat
 
 
 def test_a_count_gets_the_memory_s_tally_after_the_first_observation():
-    from embodied_r_ros.memory.sightings import add_summary, count_summary
+    from embodied_r_ros.memory.sightings import add_summary
 
     index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
     end = T0 + 400 * S
@@ -224,8 +224,6 @@ def description(stamp_ns: int, text: str):
 
 
 def test_a_count_is_about_the_things_after_how_many_and_needs_places():
-    from embodied_r_ros.memory.sightings import count_summary
-
     rows = [(T0 + s * S, text, pose) for s, text, pose in ROOMS]
     index = index_of(rows)
     end = T0 + 400 * S
