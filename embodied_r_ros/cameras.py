@@ -6,7 +6,8 @@ history (and a durable memory) of its own; a question names one camera or asks o
 all of them, the key frames of every camera are merged in time (:func:`merge_keyframes`) and each
 observation starts with the camera it came from (:func:`label_cameras`): "Seen by the down camera: ...".
 The motion between two key frames is the robot body's (the node takes body poses with several cameras), so
-it reads the same whichever camera took them.
+it reads the same whichever camera took them. A count's tally from the memories is one over all the cameras
+asked (:func:`~embodied_r_ros.memory.sightings.merged_tally`): an object two cameras saw counts once.
 
 With one camera nothing here changes what the reasoner reads: the paper's prompt stays as it is.
 

@@ -18,7 +18,9 @@ answers from it as a restarted node does, and writes nothing to it (``embodied-r
 
 Threads: one camera thread calls ``add_frame``, one odometry thread ``add_pose``; ``keyframes`` and
 ``clear`` may come from others. ``keyframes`` and ``clear`` hold the history's lock; ``add_frame`` does
-not, so the camera never waits for a question (the selector and the buffer lock themselves).
+not, so the camera never waits for a question (the selector and the buffer lock themselves). ``search``
+reads the memory's new descriptions into its sightings index one search at a time, outside the history's
+lock, and keeps the index only when no ``clear`` came meanwhile (a reset must not leave the old memory's).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from .memory.search import (
     settings_for,
     spread_indices,
 )
-from .memory.sightings import SightingIndex, catch_up, count_summary, sighting_hits
+from .memory.sightings import Sighting, SightingAnswer, SightingIndex, catch_up, sighting_answer
 from .memory.store import MemoryStore
 from .memory.text_embedding import TextEmbedder
 from .poses.pose_history import PoseHistory
@@ -106,7 +108,9 @@ class WindowKeyFrames:
     ``intervals``: the intervals they came from (the window alone, or a memory search's intervals);
     ``mission_origin_ns``: for a memory search, the stamp its mission times count from
     (:mod:`~embodied_r_ros.memory.mission_time`), else None; ``summary``: for a count, the memory's tally
-    of every sighting (:func:`~embodied_r_ros.memory.sightings.count_summary`), else ""."""
+    of every sighting (:func:`~embodied_r_ros.memory.sightings.tally`), else ""; ``counted``: the
+    sightings it counted (several cameras' are tallied together:
+    :func:`~embodied_r_ros.memory.sightings.merged_tally`)."""
 
     start_ns: int
     end_ns: int
@@ -115,6 +119,7 @@ class WindowKeyFrames:
     intervals: tuple[tuple[int, int], ...] = ()
     mission_origin_ns: int | None = None
     summary: str = ""
+    counted: tuple[Sighting, ...] = ()
 
     def spans(self) -> tuple[tuple[int, int], ...]:
         """The intervals reasoned over: ``intervals``, else the window."""
@@ -165,6 +170,8 @@ class RobotHistory:
         self._oldest_ns: int | None = None  # the first frame since the start or the last clear
         self._newest_pose_ns: int | None = None
         self._sightings: SightingIndex | None = None  # the memory's sightings (searches keep it current)
+        self._clears = 0  # clears so far: a search keeps the index it read only when none came meanwhile
+        self._sightings_lock = threading.Lock()  # one search reads new rows into the index at a time
         self._lock = threading.Lock()
 
     @property
@@ -252,6 +259,7 @@ class RobotHistory:
             self._newest_pose_ns = None
             self._stamp_guard.reset()
             self._sightings = None  # read again from the memory (a reset may have cleared it)
+            self._clears += 1
         return frames, decisions
 
     # --------------------------------------------------------------------------------------- queries
@@ -360,6 +368,10 @@ class RobotHistory:
         things, not times; see :mod:`~embodied_r_ros.memory.search`), searched within ``window`` when it
         names one (seconds or stamps), else over the whole memory of the current timeline.
 
+        A count, a first or a last sighting is answered from the memory's sightings
+        (:mod:`~embodied_r_ros.memory.sightings`) when they name what it asks about; a count also gets the
+        memory's tally (``summary``) and the sightings it counted (``counted``).
+
         Raises :class:`MemorySearchError` when the memory is off, holds no frame, or none of its key
         frames is described yet, and :class:`~embodied_r_ros.windows.WindowError` for a window outside it."""
         memory = self.memory
@@ -377,14 +389,11 @@ class RobotHistory:
         try:
             settings = settings_for(question, settings, self.keyframe_config.max_keyframes)
             # A count, a first or a last sighting: from every sighting the memory holds, in time order.
-            hits, summary = None, ""
+            sighted = SightingAnswer()
             if settings.sightings:
-                index = catch_up(self._sightings, memory, self.poses.max_gap_ns / NS_PER_S)
-                self._sightings = index
-                hits = sighting_hits(index, question, options, start, end, settings.k)
-                summary = count_summary(index, question, options, start, end)
-            if hits:
-                intervals = group_hits(hits, settings, start, end)
+                sighted = self._sighting_answer(memory, question, options, start, end, settings.k)
+            if sighted.hits:
+                intervals = group_hits(sighted.hits, settings, start, end)
             else:
                 intervals = search_intervals(memory, embedder, question, options, start, end, settings)
             found = self.keyframes_in_intervals(intervals) if intervals else None
@@ -396,7 +405,25 @@ class RobotHistory:
                 f"{format_stamp(end)}: the background describer (memory.describe) has not reached them yet, "
                 "or it is off; ask again later, or ask about a window"
             )
-        return dataclasses.replace(found, summary=summary) if summary else found
+        if not sighted.counted:
+            return found
+        return dataclasses.replace(found, summary=sighted.summary, counted=sighted.counted)
+
+    def _sighting_answer(
+        self, memory: MemoryReader, question: str, options: Sequence[str], start_ns: int, end_ns: int, k: int
+    ) -> SightingAnswer:
+        """:func:`~embodied_r_ros.memory.sightings.sighting_answer` over the memory's sightings, the index
+        first brought up to date (:func:`~embodied_r_ros.memory.sightings.catch_up`). The index is kept for
+        the next search only when no clear came while it was read: a reset (which may clear the memory)
+        between reading the index and keeping it would leave the old memory's sightings."""
+        with self._sightings_lock:  # the index grows in place: one search reads into it at a time
+            with self._lock:
+                index, clears = self._sightings, self._clears
+            index = catch_up(index, memory, self.poses.max_gap_ns / NS_PER_S)
+            with self._lock:
+                if self._clears == clears:
+                    self._sightings = index
+            return sighting_answer(index, question, options, start_ns, end_ns, k)
 
     def keyframes_in_intervals(self, intervals: Sequence[Interval]) -> WindowKeyFrames:
         """The key frames of a memory search's ``intervals`` (disjoint, in time order), from the memory.

@@ -99,13 +99,12 @@ class EmbodiedR:
         key frame's time since that stamp and its position (:mod:`~embodied_r_ros.memory.mission_time`).
         ``cameras`` (key frames of several cameras, merged by :func:`~embodied_r_ros.cameras.merge_keyframes`)
         starts each observation with the camera its key frame came from, by stamp. ``summary`` (a memory
-        search's tally for a count, :func:`~embodied_r_ros.memory.sightings.count_summary`) follows the
-        first observation the reasoner reads.
+        search's tally for a count, :func:`~embodied_r_ros.memory.sightings.tally`) follows the first
+        observation the reasoner reads.
 
-        When the LM's prompt would not fit its context, it is fitted first (fewer key frames, then shorter
-        observations, see :mod:`~embodied_r_ros.reasoning.prompt_fit`); the answer's ``notes`` say what was
-        done, and
-        its descriptions and key-frame stamps are those reasoned over.
+        When the LM's prompt (the summary included) would not fit its context, it is fitted first (fewer key
+        frames, then shorter observations, see :mod:`~embodied_r_ros.reasoning.prompt_fit`); the answer's
+        ``notes`` say what was done, and its descriptions and key-frame stamps are those reasoned over.
         """
         report = on_progress or (lambda stage, progress: None)
         if not question.strip():
@@ -129,7 +128,7 @@ class EmbodiedR:
 
         report("reasoning", 0.6)
         start = time.perf_counter()
-        fitted = self.fit_prompt(descriptions, keyframes, question, options)
+        fitted = self.fit_prompt(descriptions, keyframes, question, options, summary=summary)
         answer = self.reasoner.answer(add_summary(fitted.descriptions, summary), question, options)
         if fitted.note:
             answer.notes.append(fitted.note)
@@ -151,9 +150,11 @@ class EmbodiedR:
         keyframes: Sequence[KeyFrame],
         question: str,
         options: Sequence[str] = (),
+        summary: str = "",
     ) -> FittedPrompt:
         """The descriptions whose LM prompt fits the LM's context (unchanged when the LM's backend cannot
-        measure prompts, e.g. an HTTP server); the note says what was done."""
+        measure prompts, e.g. an HTTP server), measured with ``summary`` after the first observation (the
+        descriptions come back without it); the note says what was done."""
         backend = self.reasoner.backend
         if not isinstance(backend, MeasuresPrompts):
             return FittedPrompt(list(descriptions))
@@ -164,6 +165,7 @@ class EmbodiedR:
             options,
             backend.prompt_room,
             min_keyframes=self.keyframe_config.min_keyframes,
+            summary=summary,
         )
         if fitted.note:
             log.info("%s", fitted.note)

@@ -243,6 +243,9 @@ def test_names_in_the_text_outrank_a_close_embedding():
     assert [h.stamp_ns for h in ranked] == [2, 1]
     assert ranked[0].score > 0.89  # the cosine plus the lexical share
     assert terms("the Tables of red doors") == {"table", "red", "door", "red door"}
+    # Plurals as the sightings read them (memory/words.py); function words stay function words.
+    assert terms("two shelves of boxes") == {"two", "shelf", "box", "two shelf"}
+    assert terms("Does this lamp have tomatoes?") == {"lamp", "tomato"}
     # No term of the query in any text: the cosine order stands.
     assert [h.stamp_ns for h in rerank("nothing here matches", hits)] == [1, 2]
 

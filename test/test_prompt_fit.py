@@ -19,10 +19,11 @@ from embodied_r_ros.backends.base import PromptRoom
 from embodied_r_ros.config import model_config
 from embodied_r_ros.frames import Frame, Pose
 from embodied_r_ros.keyframes import KeyFrame, select_keyframes
+from embodied_r_ros.memory.sightings import add_summary
 from embodied_r_ros.perception import Description, Perceiver, odometry_motion
 from embodied_r_ros.pipeline import EmbodiedR
 from embodied_r_ros.reasoning.messages import Reasoner, reasoning_messages
-from embodied_r_ros.reasoning.prompt_fit import ELLIPSIS, cut_observations, drop_order, fit_prompt
+from embodied_r_ros.reasoning.prompt_fit import ELLIPSIS, cut_observations, drop_order, fit_prompt, thin
 from embodied_r_ros.testing.synthetic_clip import synthetic_clip
 
 QUESTION = "Which way did I turn?"
@@ -179,6 +180,27 @@ def test_a_question_too_long_for_any_prompt_is_left_to_the_backend(lm):
         Reasoner(lm).answer(small.descriptions, question, OPTIONS)
 
 
+def test_a_memory_s_tally_is_measured_in_place_and_never_cut():
+    keyframes, descriptions = make_query([None, 0.30, 0.45, 0.10, None, 0.40, 0.20, 0.49])
+    tally = "From every sighting in my memory: 12 red chairs and 9 blue chairs, 21 in all."
+    limit = prompt_words(descriptions)  # the frames alone fit; with the tally after the first, they do not
+    fitted = fit_prompt(descriptions, keyframes, QUESTION, OPTIONS, WordMeasure(limit), min_keyframes=4,
+                        summary=tally)  # fmt: skip
+    assert 4 <= len(fitted.descriptions) < len(descriptions) and fitted.note
+    assert prompt_words(add_summary(fitted.descriptions, tally)) <= limit
+    assert tally not in fitted.descriptions[0].observation  # the caller puts it there
+    # A tally four frames cannot hold either: the observations are cut, the tally is not.
+    four, parts, long_tally = thin(descriptions, keyframes, {1, 2, 5, 6}), [], tally
+    while prompt_words(add_summary(four, long_tally)) <= limit:
+        parts.append(f"{len(parts) + 2} red chairs")
+        long_tally = f"From every sighting in my memory: {', '.join(parts)}, 99 in all."
+    fitted = fit_prompt(descriptions, keyframes, QUESTION, OPTIONS, WordMeasure(limit), min_keyframes=4,
+                        summary=long_tally)  # fmt: skip
+    assert len(fitted.descriptions) == 4 and "observations cut to at most" in fitted.note
+    reasoned = add_summary(fitted.descriptions, long_tally)
+    assert prompt_words(reasoned) <= limit and reasoned[0].observation.endswith(long_tally)
+
+
 def test_descriptions_and_key_frames_must_pair():
     keyframes, descriptions = make_query([None, 0.2, 0.3, 0.1])
     with pytest.raises(ValueError, match="one description per key frame, got 3 descriptions for 4"):
@@ -257,6 +279,24 @@ def test_a_wide_window_is_answered_from_fewer_key_frames_with_a_note(vlm, lm, wi
     assert [d.index for d in answer.descriptions] == list(range(kept))
     room = lm.prompt_room(reasoning_messages(answer.descriptions, QUESTION, OPTIONS))
     assert room.fits
+
+
+def test_a_count_s_tally_is_fitted_into_the_context_with_the_key_frames(vlm, lm, window):
+    keyframes, _ = window
+    few = [keyframes[0], keyframes[1], keyframes[-1]]  # they fit (see below), with no tally
+    described = Perceiver(vlm).describe(few, QUESTION, OPTIONS)
+    parts, tally = [], ""
+    while lm.prompt_room(reasoning_messages(add_summary(described, tally), QUESTION, OPTIONS)).fits:
+        parts.append(f"{len(parts) + 2} red chairs")
+        tally = f"From every sighting in my memory: {', '.join(parts)}, 99 in all."
+    with pytest.raises(PromptTooLongError):  # what the pipeline sent before: the tally after the fitting
+        Reasoner(lm).answer(add_summary(described, tally), QUESTION, OPTIONS)
+
+    answer = EmbodiedR(Perceiver(vlm), Reasoner(lm)).answer(QUESTION, OPTIONS, keyframes=few, summary=tally)
+    (note,) = answer.notes
+    assert "observations cut to at most" in note  # three frames: none may go, the observations shrink
+    assert answer.descriptions[0].observation.endswith(tally)  # the tally whole, where it belongs
+    assert lm.prompt_room(reasoning_messages(answer.descriptions, QUESTION, OPTIONS)).fits
 
 
 def test_a_window_that_fits_gets_no_note(vlm, lm, window):

@@ -20,10 +20,12 @@ from embodied_r_ros.memory.sightings import (
     Sighting,
     SightingIndex,
     catch_up,
+    count_summary,
     identities,
     mentions,
     named_in,
     place,
+    sighting_answer,
     sighting_hits,
 )
 from embodied_r_ros.memory.store import MemoryStore
@@ -199,7 +201,7 @@ def test_the_sightings_can_be_turned_off_for_the_similarity_search_alone(tmp_pat
 
 
 def test_a_count_gets_the_memory_s_tally_after_the_first_observation():
-    from embodied_r_ros.memory.sightings import add_summary, count_summary
+    from embodied_r_ros.memory.sightings import add_summary
 
     index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
     end = T0 + 400 * S
@@ -222,8 +224,6 @@ def description(stamp_ns: int, text: str):
 
 
 def test_a_count_is_about_the_things_after_how_many_and_needs_places():
-    from embodied_r_ros.memory.sightings import count_summary
-
     rows = [(T0 + s * S, text, pose) for s, text, pose in ROOMS]
     index = index_of(rows)
     end = T0 + 400 * S
@@ -238,3 +238,156 @@ def test_a_count_is_about_the_things_after_how_many_and_needs_places():
     # Without poses alike objects cannot be told apart: no tally rather than a wrong one.
     unplaced = index_of([(stamp, text, None) for stamp, text, _ in rows])
     assert count_summary(unplaced, "How many chairs did I see?", (), T0, end) == ""
+
+
+# --- after review: a reset racing a search, alike objects in one view, one answer per question, plurals
+
+
+def test_a_store_cleared_under_the_index_is_read_again_from_its_first_row(tmp_path):
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+        settings = SearchSettings(k=16, merge_s=3.0, pad_s=1.0)
+        question = "How many different chairs did I see over the whole mission?"
+        before = history.search(question, (), Window(), None, settings)
+        assert before.summary.endswith("2 red chairs, 2 in all.")
+        # The memory is cleared without the history (a reset that raced the search, another process) and
+        # holds a shorter mission: same timeline, row ids from 1 again, below the last one read.
+        assert store.clear()
+        write_mission(store, [ROOMS[0]])
+        found = history.search(question, (), Window(), None, settings)
+        assert found.summary == "From every sighting in my memory: 1 red chair, 1 in all."
+        assert len(history._sightings) == 2  # the red chair and the blue lamp of second 10, nothing older
+    finally:
+        store.close()
+
+
+def test_a_reset_during_a_search_leaves_no_index_of_the_old_memory(tmp_path, monkeypatch):
+    import embodied_r_ros.history as history_module
+
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+        read = history_module.catch_up
+
+        def reset_meanwhile(index, memory, max_gap_s):
+            found = read(index, memory, max_gap_s)
+            history.clear()  # ~/reset, between the search's read of the index and its write-back
+            return found
+
+        monkeypatch.setattr(history_module, "catch_up", reset_meanwhile)
+        found = history.search("How many chairs did I see?", (), Window(), None, SearchSettings(k=16))
+        assert found.summary  # the question asked before the reset is answered ...
+        assert history._sightings is None  # ... but the next search reads the memory anew
+        monkeypatch.setattr(history_module, "catch_up", read)
+        history.search("How many chairs did I see?", (), Window(), None, SearchSettings(k=16))
+        assert len(history._sightings) == 7  # kept when no reset came
+    finally:
+        store.close()
+
+
+def test_two_alike_objects_in_one_key_frame_are_two_objects():
+    index = index_of([
+        (T0 + 10 * S, "I see red chair ahead, near, 2 m; red chair left, near, 2 m.", facing(0, 0, 0)),
+        (T0 + 12 * S, "I see red chair ahead, near, 1.5 m; red chair left, near, 1.5 m.", facing(0.5, 0, 0)),
+    ])  # fmt: skip
+    found = identities(index.between(T0, T0 + 20 * S, {"red chair"}))
+    # 1 m apart, within the merge radius, but seen side by side: two chairs, each seen again at 12 s.
+    assert [[(s.stamp_ns - T0) // S for s in i.sightings] for i in found] == [[10, 12], [10, 12]]
+    summary = count_summary(index, "How many red chairs did I see?", (), T0, T0 + 20 * S)
+    assert summary == "From every sighting in my memory: 2 red chairs, 2 in all."
+    # One key frame is its camera and its stamp: two cameras at one stamp may see one chair.
+    front = Sighting(T0, "red chair", (2.0, 0.0), 2.0, camera="front")
+    side = Sighting(T0, "red chair", (2.2, 0.1), 2.0, camera="side")
+    assert len(identities([front, side])) == 1
+
+
+def test_one_answer_gives_a_count_s_key_frames_and_tally_from_one_set_of_identities(tmp_path, monkeypatch):
+    import embodied_r_ros.memory.sightings as sightings_module
+
+    index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
+    question, end = "How many different chairs did I see over the whole mission?", T0 + 400 * S
+    built = []
+    make = sightings_module.identities
+    monkeypatch.setattr(sightings_module, "identities", lambda *a, **kw: built.append(1) or make(*a, **kw))
+    answer = sighting_answer(index, question, (), T0, end, 16)
+    assert len(built) == 1
+    assert answer.hits == sighting_hits(index, question, (), T0, end, 16)
+    assert answer.summary == count_summary(index, question, (), T0, end) == (
+        "From every sighting in my memory: 2 red chairs, 2 in all."
+    )
+    assert sorted({s.stamp_ns for s in answer.counted}) == [T0 + s * S for s in (10, 12, 60, 300)]
+    # The history's search builds them once too, and carries the sightings it counted.
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+        built.clear()
+        found = history.search(question, (), Window(), None, SearchSettings(k=16))
+        assert len(built) == 1 and found.summary == answer.summary and len(found.counted) == 4
+    finally:
+        store.close()
+
+
+def test_a_key_frame_described_twice_is_read_once(tmp_path):
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    try:
+        write_mission(store, ROOMS)
+        store.add_description(T0 + 10 * S, "I see red chair ahead, near, 2 m.", "gt", question_agnostic=True)
+        assert store.flush()
+        assert len(catch_up(None, store, 0.5)) == 7
+    finally:
+        store.close()
+
+
+def test_plurals_name_their_singular_names_both_ways():
+    from embodied_r_training.synth.world import CATEGORIES, plural
+
+    from embodied_r_ros.memory.sightings import _plural
+    from embodied_r_ros.memory.words import stem, words
+
+    for category in CATEGORIES:  # how the synthetic world's questions name them ("tvs", "bookshelves")
+        assert _plural(category) == plural(category)
+        assert words(plural(category)) == words(category)
+        assert named_in(f"How many different {plural(category)} did I see?", {f"black {category}"}) == {
+            f"black {category}"
+        }
+    pairs = [("chairs", "chair"), ("boxes", "box"), ("shelves", "shelf"), ("tomatoes", "tomato"),
+             ("benches", "bench"), ("glasses", "glass"), ("knives", "knife"), ("lorries", "lorry"),
+             ("buses", "bus"), ("tvs", "tv"), ("shoes", "shoe")]  # fmt: skip
+    for plural_word, singular in pairs:
+        assert stem(plural_word) == stem(singular), (plural_word, singular)
+    assert [stem(w) for w in ("glass", "bus", "this", "has", "its")] == ["glass", "bus", "this", "has", "its"]
+    assert stem("shelves") == "shelf" and stem("boxes") == "box" and stem("tomatoes") == "tomato"
+    assert named_in("How many tomatoes did I see?", {"red tomato", "red box"}) == {"red tomato"}
+    assert _plural("red box") == "red boxes" and _plural("red lorry") == "red lorries"
+
+
+def test_several_cameras_count_together_an_object_two_of_them_saw_once(tmp_path):
+    from embodied_r_ros.memory.sightings import merged_tally
+    from embodied_r_ros.ros.answering import _summary
+
+    # The side camera's key frame at 10 s shows the chair the front camera saw then (same place, same
+    # stamp: the cameras are triggered together), and at 70 s a red chair the front camera never saw.
+    side_rows = [
+        (10, "I see red chair ahead, near, 2 m.", facing(0, 0, 0)),
+        (70, "I see red chair ahead, near, 2 m.", facing(0, 18, 90)),
+    ]
+    found, stores = {}, []
+    try:
+        for name, rows in (("front", ROOMS), ("side", side_rows)):
+            store = MemoryStore(tmp_path / f"{name}.sqlite", 64.0)
+            stores.append(store)
+            write_mission(store, rows)
+            history = RobotHistory(BufferConfig(history_s=60.0), KeyFrameConfig(), memory=store)
+            found[name] = history.search("How many chairs did I see?", (), Window(), None, SearchSettings())
+        assert [f.summary.split(": ")[1] for f in found.values()] == ["2 red chairs, 2 in all."] * 2
+        merged = "From every sighting in my memory: 3 red chairs, 3 in all."
+        assert merged_tally({name: f.counted for name, f in found.items()}) == merged
+        assert _summary(found) == merged  # what the node's answerer gives the pipeline
+        assert _summary({"front": found["front"]}) == found["front"].summary  # one camera: its own
+    finally:
+        for store in stores:
+            store.close()

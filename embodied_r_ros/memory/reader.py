@@ -173,6 +173,12 @@ class MemoryReader:
         )
         return timeline, [(int(i), int(s), str(t)) for i, s, t in rows]
 
+    def last_description_id(self) -> int:
+        """The highest description row id (0 when none). Ids only grow while the file is not cleared: one
+        below an id read before means the newest rows were deleted since (a clear, or the newest evicted),
+        and later rows may take ids read before."""
+        return int(self._read("SELECT COALESCE(MAX(id), 0) FROM descriptions", ())[0][0])
+
     def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
         """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
         question-agnostic description yet, newest first (what a robot is asked about most)."""

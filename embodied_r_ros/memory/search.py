@@ -24,6 +24,7 @@ from ..keyframes import clamp_indices, evenly_spaced_indices
 from .reader import MemoryReader
 from .records import SearchHit
 from .text_embedding import TextEmbedder
+from .words import words as text_words
 
 REASON_RETRIEVED = "retrieved"  # a key frame whose description matched the question (KeyFrame.reason)
 SEARCH_POOL = 1024  # closest key frames (by embedding) a search re-ranks and spreads over time
@@ -33,7 +34,6 @@ SEARCH_POOL = 1024  # closest key frames (by embedding) a search re-ranks and sp
 # idf taken over the candidates themselves, so words every description holds ("see", "near") count little,
 # and a pair twice its words' weight.
 LEXICAL_WEIGHT = 0.2  # chosen on the 60-minute mission of seed 0 (BENCHMARKS: recall held out on seed 1)
-_WORD = re.compile(r"[a-z0-9]+")
 _COUNT_QUESTION = re.compile(r"\bhow many\b", re.IGNORECASE)
 _FUNCTION_WORDS = frozenset(
     "a an and are as at be by did do does for from had has have how i in is it its me my of on or over so "
@@ -118,15 +118,10 @@ def spread_hits(hits: Sequence[SearchHit], k: int, gap_ns: int) -> list[SearchHi
     return (first + rest)[:k]
 
 
-def _words(text: str) -> list[str]:
-    """Lower-case words, a plural's final "s" dropped ("tables" -> "table")."""
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-            for w in _WORD.findall(text.lower())]  # fmt: skip
-
-
 def terms(text: str) -> frozenset[str]:
-    """The terms of a text: its words that are not function words, and adjacent pairs of them ("red door")."""
-    words = _words(text)
+    """The terms of a text: its words that are not function words, and adjacent pairs of them ("red door");
+    a plural as its singular (:func:`~.words.stem`: "tables" as "table", "shelves" as "shelf")."""
+    words = text_words(text, keep=_FUNCTION_WORDS)
     pairs = (f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
     return frozenset(w for w in words if w not in _FUNCTION_WORDS) | frozenset(
         p for p in pairs if not set(p.split()) & _FUNCTION_WORDS

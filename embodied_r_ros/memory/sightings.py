@@ -8,12 +8,14 @@ the memory's question-agnostic descriptions (:mod:`.describer` writes one per ke
 a name, the stamp, and where the object stood in the odometry frame (the key frame's pose, plus the
 object's direction and distance as the description gives them). Sightings of one name at one place are
 one *identity* (an object seen again on a revisit), sightings of one name far apart are two ("the red chair"
-of room 3 and the one of room 12). :func:`sighting_hits` turns a question into the key frames to answer it
-from, in time order: one per identity for a count, each identity's last (or first) sighting for "last"
-("first"); other questions go to the similarity search. A count over hours holds more objects than any
-prompt holds key frames (96 chairs against 32 frames), so a count question also gets the memory's tally,
-:func:`count_summary` ("From every sighting in my memory: 12 red chairs and 9 blue chairs, 21 in all."),
-which :func:`add_summary` puts after the first observation the reasoner reads.
+of room 3 and the one of room 12), and so are two of one name in one key frame (two red chairs side by
+side). :func:`sighting_answer` turns a question into the key frames to answer it from, in time order: one
+per identity for a count, each identity's last (or first) sighting for "last" ("first"); other questions go
+to the similarity search. A count over hours holds more objects than any prompt holds key frames (96 chairs
+against 32 frames), so a count question also gets the memory's tally (:func:`tally`: "From every sighting
+in my memory: 12 red chairs and 9 blue chairs, 21 in all."), which :func:`add_summary` puts after the
+first observation the reasoner reads; a node of several cameras tallies their sightings together
+(:func:`merged_tally`).
 
 Descriptions are read in the form the ground-truth perceiver writes and the VLM prompt asks for
 (``<colour> <thing> <direction>, <near|far>, <distance> m`` items after "I see"); a VLM that writes free
@@ -27,13 +29,14 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..frames import Pose
 from ..perception import Description
 from ..poses.ego_motion import quaternion_to_matrix
 from .reader import MemoryReader
 from .records import SearchHit
+from .words import words
 
 SAME_OBJECT_M = 4.0  # sightings of one name closer than this (object positions) are one identity
 # The horizontal bearing each direction word stands for (degrees, left positive): the middle of the ranges
@@ -55,7 +58,6 @@ _COUNTED = re.compile(
 )
 _LAST = re.compile(r"\b(?:last|most recently|latest)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(?:first|earliest)\b", re.IGNORECASE)
-_WORD = re.compile(r"[a-z]+")
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,14 @@ class Mention:
 @dataclass(frozen=True)
 class Sighting:
     """One object named at one key frame; ``position`` where it stood in the odometry frame (x, y; None
-    without the key frame's pose)."""
+    without the key frame's pose); ``camera``: whose key frame, where a node's cameras are tallied together
+    (:func:`merged_tally`; a key frame is its camera and its stamp)."""
 
     stamp_ns: int
     name: str
     position: tuple[float, float] | None
     distance_m: float
+    camera: str = ""
 
 
 @dataclass
@@ -140,12 +144,19 @@ def place(mention: Mention, pose: Pose | None) -> tuple[float, float] | None:
 def identities(sightings: Iterable[Sighting], same_m: float = SAME_OBJECT_M) -> list[Identity]:
     """``sightings`` as identities: per name, in time order, each sighting joins the identity of that name
     whose position is nearest when it is within ``same_m`` metres, else starts one; sightings without a
-    position join their name's one identity. In order of first sighting."""
+    position join their name's one identity. An identity that holds a sighting of the same key frame (its
+    camera and stamp) is never joined: two red chairs in one view are two chairs. In order of first
+    sighting."""
     by_name: dict[str, list[Identity]] = {}
-    for sighting in sorted(sightings, key=lambda s: s.stamp_ns):
+    # In time order, a key frame's sightings one after another: an identity that holds one of them holds
+    # it last.
+    for sighting in sorted(sightings, key=lambda s: (s.stamp_ns, s.camera)):
         known = by_name.setdefault(sighting.name, [])
         best, best_m = None, math.inf
         for identity in known:
+            seen = identity.sightings[-1]
+            if (seen.stamp_ns, seen.camera) == (sighting.stamp_ns, sighting.camera):
+                continue
             where = identity.position
             if sighting.position is None or where is None:
                 gap = 0.0 if sighting.position is None and where is None else math.inf
@@ -174,16 +185,13 @@ class SightingIndex:
         return len(self._sightings)
 
     def add(self, stamp_ns: int, text: str, pose: Pose | None) -> None:
-        """The sightings of one key frame's description (a stamp read before is skipped)."""
+        """The sightings of one key frame's description (a stamp read before is skipped: a key frame
+        described again would count its objects twice)."""
         if stamp_ns in self._seen:
             return
         self._seen.add(stamp_ns)
         for mention in mentions(text):
             self._sightings.append(Sighting(stamp_ns, mention.name, place(mention, pose), mention.distance_m))
-
-    def known(self, stamp_ns: int) -> bool:
-        """Whether the description of ``stamp_ns`` was read already."""
-        return stamp_ns in self._seen
 
     def names(self) -> set[str]:
         return {s.name for s in self._sightings}
@@ -197,89 +205,99 @@ class SightingIndex:
 def catch_up(index: SightingIndex | None, memory: MemoryReader, max_gap_s: float) -> SightingIndex:
     """``index`` with the question-agnostic descriptions ``memory`` wrote since it was last read, each
     placed with the pose stored at its stamp (``max_gap_s``: the farthest a pose sample may be); a new
-    index when there was none or the memory's timeline changed (a reset, a bag played again)."""
+    index, read from the memory's first row, when there was none, when the memory's timeline changed (a bag
+    played again) or when its description rows end before the last one read (it was cleared: its row ids
+    start again, and rows read before are another memory's)."""
+    if index is not None and memory.last_description_id() < index.last_id:
+        index = None
     while True:
         timeline, rows = memory.agnostic_descriptions(index.last_id if index is not None else 0)
-        if index is None or index.timeline != timeline:
+        if index is not None and index.timeline != timeline:
+            index = None
+            continue  # read the new timeline from its first row
+        if index is None:
             index = SightingIndex(timeline)
-            timeline, rows = memory.agnostic_descriptions(0)
         if not rows:
             return index
         for row_id, stamp, text in rows:
-            if not index.known(stamp):
-                index.add(stamp, text, memory.pose_at(stamp, max_gap_s))
+            index.add(stamp, text, memory.pose_at(stamp, max_gap_s))
             index.last_id = row_id
 
 
 def named_in(question: str, names: Iterable[str]) -> set[str]:
     """The names the question (with its options) names: a whole name ("red chair", "red chairs"), else
-    every name of a thing it names alone ("chairs", "how many lamps": every "<colour> chair")."""
-    words = [_singular(w) for w in _WORD.findall(question.lower())]
-    text = " " + " ".join(words) + " "
-    names = set(names)
-    whole = {n for n in names if f" {' '.join(_singular(w) for w in n.split())} " in text}
+    every name of a thing it names alone ("chairs", "how many lamps": every "<colour> chair"); words are
+    compared by their :func:`~.words.stem` ("bookshelves" names "black bookshelf")."""
+    text = " " + " ".join(words(question)) + " "
+    keys = {name: " ".join(words(name)) for name in set(names)}
+    whole = {name for name, key in keys.items() if key and f" {key} " in text}
     if whole:
         # a name inside a longer one ("lamp" in "lamp post") is not asked about when the longer is
-        return {n for n in whole if not any(n != m and f" {n} " in f" {m} " for m in whole)}
-    return {n for n in names if f" {_singular(n.split()[-1])} " in text}
+        return {n for n in whole if not any(n != m and f" {keys[n]} " in f" {keys[m]} " for m in whole)}
+    return {name for name, key in keys.items() if key and f" {key.split()[-1]} " in text}
 
 
 SUMMARY_START = "From every sighting in my memory: "
 
 
-def count_summary(
+@dataclass(frozen=True)
+class SightingAnswer:
+    """What the sightings give one question (:func:`sighting_answer`): ``hits``, the key frames to answer it
+    from (in time order; None when the sightings do not serve it); for a count, ``summary``, the memory's
+    tally (:func:`tally`; "" without one), and ``counted``, the sightings it counted (a node's cameras
+    tally theirs together: :func:`merged_tally`)."""
+
+    hits: list[SearchHit] | None = None
+    summary: str = ""
+    counted: tuple[Sighting, ...] = ()
+
+
+def sighting_answer(
     index: SightingIndex,
     question: str,
     options: Sequence[str],
     start_ns: int,
     end_ns: int,
+    k: int,
     same_m: float = SAME_OBJECT_M,
-) -> str:
-    """The memory's tally for a "how many" question about the things it names, over every sighting in
-    [start_ns, end_ns]: each name with its number of objects, and the sum ("" for another question, or one
-    naming nothing the sightings hold)."""
-    if not _COUNT.search(question):
-        return ""
-    counted = _COUNTED.search(question)  # "how many chairs did I see near the red table": chairs only
-    names = named_in(counted.group("things") if counted else question, index.names())
-    found = identities(index.between(start_ns, end_ns, names), same_m) if names else []
-    if not found or all(i.position is None for i in found):
-        return ""  # without places, alike objects cannot be told apart: no tally rather than a wrong one
-    tally: dict[str, int] = {}
-    for identity in found:
-        tally[identity.name] = tally.get(identity.name, 0) + 1
-    ranked = sorted(tally.items(), key=lambda item: (-item[1], item[0]))  # the most first
-    parts = [f"{n} {_plural(name) if n != 1 else name}" for name, n in ranked]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"{SUMMARY_START}{listed}, {len(found)} in all."
+    text_of: Callable[[int], str] = lambda stamp: "",
+) -> SightingAnswer:
+    """The key frames (as hits, in time order) to answer a question about the things it names from their
+    sightings in [start_ns, end_ns], and for a count the memory's tally; no hits when the sightings do not
+    serve it (it names nothing they hold, or asks neither a count, nor a last, nor a first sighting: the
+    similarity search answers it):
 
-
-def add_summary(descriptions: Sequence[Description], summary: str) -> list[Description]:
-    """``descriptions`` with ``summary`` (:func:`count_summary`) after the first observation (unchanged
-    without a summary or descriptions)."""
-    described = list(descriptions)
-    if summary and described:
-        first = described[0]
-        described[0] = dataclasses.replace(first, observation=f"{first.observation.rstrip()} {summary}")
-    return described
-
-
-def _plural(name: str) -> str:
-    """A name's plural as a person writes it ("red chair" -> "red chairs", "grey bench" -> "grey benches")."""
-    if name.endswith(("s", "x", "ch", "sh")):
-        return name + "es"
-    if name.endswith("y") and not name.endswith(("ay", "ey", "oy", "uy")):
-        return name[:-1] + "ies"
-    return name + "s"
-
-
-def _singular(word: str) -> str:
-    """A plural's singular as the names read ("chairs" -> "chair", "benches" -> "bench", "boxes" -> "box")."""
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    * "how many ...": one key frame per identity of the things counted (the words after "how many", see
+      :data:`_COUNTED`; its clearest sighting), at most ``k``, and the tally of every identity;
+    * "... last ...": each identity's last sighting, and the one before it, the latest first when more
+      than ``k``;
+    * "... first ...": each identity's first sighting, and the one after it, the earliest first.
+    """
+    count, last, first = (bool(p.search(question)) for p in (_COUNT, _LAST, _FIRST))
+    if not (count or last or first):
+        return SightingAnswer()
+    if count:  # "how many chairs did I see near the red table": chairs only
+        counted = _COUNTED.search(question)
+        asked = counted.group("things") if counted else question
+    else:  # the options name the things too ("which did I see first: ...")
+        asked = " ".join([question, *options])
+    names = named_in(asked, index.names())
+    chosen = index.between(start_ns, end_ns, names) if names else []
+    found = identities(chosen, same_m)
+    if not found:
+        return SightingAnswer()
+    if count:
+        stamps = [i.clearest().stamp_ns for i in found][:k]
+    elif last:
+        ends = sorted(found, key=lambda i: -i.last_ns)
+        stamps = [s.stamp_ns for i in ends for s in i.sightings[-2:][::-1]][:k]
+    else:
+        starts = sorted(found, key=lambda i: i.first_ns)
+        stamps = [s.stamp_ns for i in starts for s in i.sightings[:2]][:k]
+    hits = [SearchHit(stamp, 1.0, text_of(stamp)) for stamp in sorted(set(stamps))]
+    if not count:
+        return SightingAnswer(hits)
+    return SightingAnswer(hits, tally(found), tuple(chosen))
 
 
 def sighting_hits(
@@ -292,31 +310,67 @@ def sighting_hits(
     same_m: float = SAME_OBJECT_M,
     text_of: Callable[[int], str] = lambda stamp: "",
 ) -> list[SearchHit] | None:
-    """The key frames (as hits, in time order) to answer a question about the things it names from their
-    sightings in [start_ns, end_ns], or None when the sightings do not serve it (it names nothing they hold,
-    or asks neither a count, nor a last, nor a first sighting: the similarity search answers it):
+    """The key frames of :func:`sighting_answer` alone (None when the sightings do not serve it)."""
+    return sighting_answer(index, question, options, start_ns, end_ns, k, same_m, text_of).hits
 
-    * "how many ...": one key frame per identity of the names (its clearest sighting), at most ``k``;
-    * "... last ...": each identity's last sighting, and the one before it, the latest first when more
-      than ``k``;
-    * "... first ...": each identity's first sighting, and the one after it, the earliest first.
-    """
-    count, last, first = (bool(p.search(question)) for p in (_COUNT, _LAST, _FIRST))
-    if not (count or last or first):
-        return None
-    counted = _COUNTED.search(question) if count else None
-    names = named_in(counted.group("things") if counted else " ".join([question, *options]), index.names())
-    if not names:
-        return None
-    found = identities(index.between(start_ns, end_ns, names), same_m)
-    if not found:
-        return None
-    if count:
-        stamps = [i.clearest().stamp_ns for i in found][:k]
-    elif last:
-        ends = sorted(found, key=lambda i: -i.last_ns)
-        stamps = [s.stamp_ns for i in ends for s in i.sightings[-2:][::-1]][:k]
-    else:
-        starts = sorted(found, key=lambda i: i.first_ns)
-        stamps = [s.stamp_ns for i in starts for s in i.sightings[:2]][:k]
-    return [SearchHit(stamp, 1.0, text_of(stamp)) for stamp in sorted(set(stamps))]
+
+def count_summary(
+    index: SightingIndex,
+    question: str,
+    options: Sequence[str],
+    start_ns: int,
+    end_ns: int,
+    same_m: float = SAME_OBJECT_M,
+) -> str:
+    """The tally of :func:`sighting_answer` alone: for a "how many" question, each name it counts with its
+    number of objects over every sighting in [start_ns, end_ns], and the sum ("" for another question, or
+    one naming nothing the sightings hold)."""
+    return sighting_answer(index, question, options, start_ns, end_ns, 1, same_m).summary
+
+
+def tally(found: Sequence[Identity]) -> str:
+    """The identities counted, in words: "From every sighting in my memory: 12 red chairs and 9 blue
+    chairs, 21 in all." (most first); "" when there are none, or none has a place (without places alike
+    objects cannot be told apart: no tally rather than a wrong one)."""
+    if not found or all(i.position is None for i in found):
+        return ""
+    counts: dict[str, int] = {}
+    for identity in found:
+        counts[identity.name] = counts.get(identity.name, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))  # the most first
+    parts = [f"{n} {_plural(name) if n != 1 else name}" for name, n in ranked]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{SUMMARY_START}{listed}, {len(found)} in all."
+
+
+def merged_tally(counted: Mapping[str, Sequence[Sighting]], same_m: float = SAME_OBJECT_M) -> str:
+    """One tally over the sightings several cameras counted (each camera's :attr:`SightingAnswer.counted`,
+    by camera name): a node's cameras share one pose source, so their sightings are placed in one odometry
+    frame and merge into one set of identities; an object two cameras saw counts once, two alike objects in
+    one key frame of one camera count twice. (Each camera's directions are read as if it looked along the
+    shared pose's x axis, the body's: a camera mounted looking elsewhere places its objects turned by its
+    mounting angle, and one object it shares with another camera may then count twice.)"""
+    pooled = [dataclasses.replace(s, camera=camera) for camera, group in counted.items() for s in group]
+    return tally(identities(pooled, same_m))
+
+
+def add_summary(descriptions: Sequence[Description], summary: str) -> list[Description]:
+    """``descriptions`` with ``summary`` (:func:`tally`) after the first observation (unchanged without a
+    summary or descriptions)."""
+    described = list(descriptions)
+    if summary and described:
+        first = described[0]
+        described[0] = dataclasses.replace(first, observation=f"{first.observation.rstrip()} {summary}")
+    return described
+
+
+def _plural(name: str) -> str:
+    """A name's plural as a person writes it ("red chair" -> "red chairs", "grey bench" -> "grey benches",
+    "black bookshelf" -> "black bookshelves"); :func:`~.words.stem` reads it back as the name."""
+    if name.endswith("lf"):
+        return name[:-1] + "ves"
+    if name.endswith(("s", "x", "z", "ch", "sh")):
+        return name + "es"
+    if name.endswith("y") and not name.endswith(("ay", "ey", "oy", "uy")):
+        return name[:-1] + "ies"
+    return name + "s"

@@ -15,6 +15,10 @@ Before reasoning, :func:`fit_prompt` measures the LM's prompt (with a backend th
 
 Both searches are binary: the prompt shrinks as more frames are dropped or as observations get shorter.
 The result says what was done in one sentence, for the answer's message.
+
+A memory's tally for a count (``summary``, :func:`~embodied_r_ros.memory.sightings.add_summary` puts it
+after the first observation once fitted) is measured in place and never cut: it is what a count is answered
+from, and the prompt must hold it too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Callable, Sequence
 
 from ..backends.base import ChatMessage, PromptRoom
 from ..keyframes import KeyFrame
+from ..memory.sightings import add_summary
 from ..perception import Description, odometry_motion
 from .messages import reasoning_messages
 
@@ -50,13 +55,16 @@ def fit_prompt(
     measure: PromptMeasure,
     *,
     min_keyframes: int,
+    summary: str = "",
 ) -> FittedPrompt:
     """The descriptions (one per key frame, in order) whose reasoning prompt fits the LM's context.
 
     Unchanged when the prompt fits, when ``measure`` cannot say (None), or when even the shortest prompt
     does not fit; otherwise the fewest key frames are dropped (most overlapping first, never the first or
     the last, never below ``min_keyframes``) and, if that is not enough, the observations are cut. The
-    kept descriptions are renumbered (``index`` = their frame number in the prompt).
+    kept descriptions are renumbered (``index`` = their frame number in the prompt). ``summary``: what the
+    caller puts after the first observation (:func:`~embodied_r_ros.memory.sightings.add_summary`): the
+    prompt is measured with it, and the descriptions returned are without it.
     """
     if len(descriptions) != len(keyframes):
         raise ValueError(
@@ -66,7 +74,7 @@ def fit_prompt(
     original = list(descriptions)
 
     def room(candidate: list[Description]) -> PromptRoom | None:
-        return measure(reasoning_messages(candidate, question, options))
+        return measure(reasoning_messages(add_summary(candidate, summary), question, options))
 
     first = room(original)
     if first is None or first.fits:

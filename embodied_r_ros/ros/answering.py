@@ -24,6 +24,7 @@ from ..frames import NS_PER_S
 from ..history import EmptyHistoryError, RobotHistory, WindowKeyFrames
 from ..keyframes import KeyFrame
 from ..memory.records import MemoryStoreError
+from ..memory.sightings import merged_tally
 from ..pipeline import EmbodiedR, NoFramesError
 from ..windows import WindowError, format_stamp
 from .messages import answer_to_message, ns_to_time
@@ -205,9 +206,12 @@ def pre_encoder(pipeline: EmbodiedR, history: RobotHistory) -> Callable[[int], N
 
 
 def _summary(found: Mapping[str, WindowKeyFrames]) -> str:
-    """A count's tally from the memory (one camera's: the cameras' memories are apart, so several tallies
-    could count one object twice; over several cameras, the first camera's with one)."""
-    return next((f.summary for f in found.values() if f.summary), "")
+    """A count's tally from the memory: one camera's own; over several cameras, one tally of the sightings
+    each counted (:func:`~embodied_r_ros.memory.sightings.merged_tally`: the cameras share one pose source,
+    so an object two of them saw counts once, not once per camera's memory)."""
+    if len(found) == 1:
+        return next(iter(found.values())).summary
+    return merged_tally({name: f.counted for name, f in found.items()})
 
 
 def _searched_note(spans: Sequence[tuple[int, int]]) -> str:
