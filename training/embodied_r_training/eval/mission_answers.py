@@ -299,7 +299,7 @@ class MissionPrompter:
         if found.mission_origin_ns is not None:  # as the node's pipeline does for a search
             descriptions = place_in_mission(descriptions, keyframes, found.mission_origin_ns)
         if self.pipeline is not None:  # the node fits the prompt to its LM's context
-            fitted = self.pipeline.fit_prompt(descriptions, keyframes, q.question, q.options)
+            fitted = self.pipeline.fit_prompt(descriptions, keyframes, q.question, q.options, found.summary)
             descriptions = fitted.descriptions
         stamps = tuple(d.stamp_ns for d in descriptions)
         descriptions = add_summary(descriptions, found.summary)  # a count's tally, as the node's pipeline
