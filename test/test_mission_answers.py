@@ -119,6 +119,11 @@ def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_s
     record, written = (mission / RECORD_FILE).read_text(), built.stat().st_mtime_ns
     assert build_store(mission, e5_embedder) == built and (mission / RECORD_FILE).read_text() == record
     assert built.stat().st_mtime_ns == written  # kept, not built again
+    # The mission written again with other questions (the bag the same): kept too.
+    data = json.loads((mission / "mission.json").read_text())
+    data["questions"], data["question_counts"] = {}, {}
+    (mission / "mission.json").write_text(json.dumps(data))
+    assert build_store(mission, e5_embedder) == built and built.stat().st_mtime_ns == written
     # Other settings: built again.
     from embodied_r_ros.config import KeyFrameConfig
 

@@ -13,7 +13,8 @@ describer catches up while it is idle), poses at the candidates' stamps only (th
 10 Hz; a key frame is a candidate, so its pose is the same).
 
 :func:`build_store` writes ``memory.sqlite`` into the mission's directory, or returns the one there when it
-was built from the same bag with the same settings (its ``store.json`` says so).
+was built from the same bag, code and settings (its ``store.json`` says so; a mission written again with
+other questions keeps its store).
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from typing import Any
 
 from embodied_r_ros.config import BufferConfig, KeyFrameConfig
 from embodied_r_ros.history import RobotHistory
+from embodied_r_ros.memory import describer
 from embodied_r_ros.memory.describer import MemoryDescriber
 from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.memory.text_embedding import TextEmbedder
 
 from ..data.bag_reader import BagReader, BagTopics
+from ..synth import ground_truth, mission_ground_truth
 from ..synth.mission_ground_truth import MissionGroundTruth
 
 logger = logging.getLogger(__name__)
@@ -99,12 +102,22 @@ def build_store(
     return path
 
 
+# What writes the descriptions (by content): the instrument and the describer's question.
+_DESCRIBED_BY = (ground_truth.__file__, mission_ground_truth.__file__, describer.__file__)
+# mission.json's parts that ask about the mission rather than make it: questions change, the bag does not.
+_QUESTION_PARTS = ("questions", "question_counts")
+
+
 def _key(mission: Path, embedder: TextEmbedder, keyframes: KeyFrameConfig, buffer: BufferConfig) -> dict:
-    """What the store is built from: the mission (its mission.json, by content), the key-frame and buffer
-    settings, the embedder."""
-    digest = hashlib.sha256((mission / "mission.json").read_bytes()).hexdigest()
+    """What the store is built from: the mission (its mission.json by content, without its questions: the
+    bag is written from the rest), the code that describes its key frames (by content), the key-frame and
+    buffer settings, the embedder."""
+    data = json.loads((mission / "mission.json").read_text(encoding="utf-8"))
+    made = {k: v for k, v in data.items() if k not in _QUESTION_PARTS}
+    digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
+    code = hashlib.sha256(b"".join(Path(f).read_bytes() for f in _DESCRIBED_BY)).hexdigest()
     settings = {"keyframes": _fields(keyframes), "buffer": _fields(buffer)}
-    return {"mission": digest, **settings, "embedder": embedder.name}
+    return {"mission": digest, "described_by": code, **settings, "embedder": embedder.name}
 
 
 def _fields(config: Any) -> dict:

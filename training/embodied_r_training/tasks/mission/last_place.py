@@ -1,10 +1,12 @@
 """mission_last_place (mc, 4 options): "Where was the X when I last saw it?", a place on the odometry map.
 
 Options are places "(x, y)" in whole metres of the mission (odometry) frame: the centre of the object of the
-name's last sighting, and three distractors, first the other objects of that name (seen in other rooms:
-"the red chair" of room 3 is not the one of room 12), then other objects seen on the mission, every option at
-least :data:`SEPARATION_M` from every other. A name whose last sighting shows two of its objects at once is
-not asked about (which one is meant?).
+name's last sighting, and three distractors drawn the same way for other names (where each of three other
+names was last seen), every option at least :data:`SEPARATION_M` from every other. The options are thus
+four draws of one kind, so nothing in them alone tells the answer (an earlier draft's distractors, other
+objects of the name and any seen object, let a reader of the options pick the place farthest along the
+corridor: 0.72-0.90 accuracy blind). A name whose last sighting shows two of its objects at once is not
+asked about (which one is meant?).
 
 The prompt must carry, for the key frame that last lists the name, its place line with the odometry position
 and heading ("at (3.1, -2.0) m, facing 90 deg", :mod:`embodied_r_ros.memory.mission_time`) and the name's
@@ -24,7 +26,7 @@ from embodied_r_ros.memory.sightings import mentions, place
 from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..task import Answer, QuestionTask, Template, Unanswerable
-from .context import Evidence, MissionContext, MissionDraft
+from .context import Evidence, MissionContext, MissionDraft, NameSighting
 from .reading import MissionReading
 
 NAME = "mission_last_place"
@@ -39,31 +41,31 @@ def format_place(x: float, y: float) -> str:
 
 
 def generate(m: MissionContext) -> list[MissionDraft]:
-    """One question per name whose last sighting shows one of its objects alone; its distractors drawn at
-    random (the name's other objects first)."""
+    """One question per name whose last sighting shows one of its objects alone; its distractors the last
+    places of other such names, drawn at random."""
     count = m.counts[NAME]
-    seen = [oid for oid in m.objects if m.sightings.seen(oid)]
-    drafts = []
+    last_of: dict[str, NameSighting] = {}
     for name, sightings in m.by_name.items():
         count.candidates += 1
         last = max(sightings, key=lambda s: (s.t1, s.object_id))
         if any(s.object_id != last.object_id and s.t0 <= last.t1 and s.t1 >= last.t0 for s in sightings):
             count.drop("two_of_the_name_in_view")
-            continue
+        else:
+            last_of[name] = last
+    drafts = []
+    for name, last in last_of.items():
         truth = _position(m, last.object_id)
-        same = [oid for oid in m.rng.permutation(seen).tolist() if m.objects[oid][1].name == name]
-        other = [oid for oid in m.rng.permutation(seen).tolist() if m.objects[oid][1].name != name]
         chosen = [truth]
-        for oid in same + other:
-            where = _position(m, oid)
-            if all(math.dist(where, p) >= SEPARATION_M for p in chosen):
+        for other in m.rng.permutation(list(last_of)).tolist():
+            where = _position(m, last_of[other].object_id)
+            if other != name and all(math.dist(where, p) >= SEPARATION_M for p in chosen):
                 chosen.append(where)
             if len(chosen) == 4:
                 break
         if len(chosen) < 4:
             count.drop("too_few_far_apart_places")
             continue
-        rooms = {s.room for s in sightings}
+        rooms = {s.room for s in m.by_name[name]}
         evidence = Evidence((m.stamps(last),), (last.object_id,), {"recurring": len(rooms) > 1})
         correct, distractors = format_place(*truth), tuple(format_place(*p) for p in chosen[1:])
         text, objects = TEMPLATE.format(name), (last.object_id,)
