@@ -399,11 +399,11 @@ def interval_s(start_ns: int, end_ns: int, mission_start_ns: int) -> list[float]
     return [round((start_ns - mission_start_ns) / 1e9, 1), round((end_ns - mission_start_ns) / 1e9, 1)]
 
 
-def minute_interval(mission: dict, minute: float) -> tuple[int, int]:
-    """Mission minutes ``minute`` +- 1 as camera stamps, cut to the mission."""
+def minute_interval(mission: dict, minute: float, half_width_min: float = 1.0) -> tuple[int, int]:
+    """Mission minutes ``minute`` +- ``half_width_min`` as camera stamps, cut to the mission."""
     start_ns, end_ns = int(mission["start_ns"]), int(mission["end_ns"])
-    first = max(start_ns, start_ns + round((minute - 1) * 60e9))
-    return first, min(end_ns, start_ns + round((minute + 1) * 60e9))
+    first = max(start_ns, start_ns + round((minute - half_width_min) * 60e9))
+    return first, min(end_ns, start_ns + round((minute + half_width_min) * 60e9))
 
 
 def last_minute_interval(mission: dict) -> tuple[int, int]:
@@ -486,10 +486,13 @@ def latency_summary(early_s: list[float], late_s: list[float], goal: float = LAT
 
 def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, minute: float,
                         repeats: int, history_s: float) -> dict:  # fmt: skip
-    """Issue 44's latency against length: the question about ``minute`` +- 1 (early) and about the last
-    minute (late), each ``repeats`` times in :func:`alternating_order`; then the same with search_memory."""
+    """Issue 44's latency against length: the question about the minute around ``minute`` (early) and
+    about the last minute (late), each ``repeats`` times in :func:`alternating_order`; then the same with
+    search_memory. Both intervals last a minute, so both hold about as many key frames to describe."""
     start_ns = int(mission["start_ns"])
-    intervals = {"early": minute_interval(mission, minute), "late": last_minute_interval(mission)}
+    late = last_minute_interval(mission)
+    half = (late[1] - late[0]) / 120e9  # half the late interval, in minutes
+    intervals = {"early": minute_interval(mission, minute, half), "late": late}
     results: dict[str, Any] = {"repeats": repeats, "question": MINUTE_QUESTION}
     for kind, search in (("interval", False), ("search_memory", True)):
         samples: dict[str, list[dict]] = {"early": [], "late": []}

@@ -39,6 +39,7 @@ def sample(bench, wall_s: float, minute: float, rss: float, store: float = 0.0):
 
 def test_the_early_and_the_late_interval_are_cut_to_the_mission(bench):
     assert bench.minute_interval(MISSION, 5) == (START + 4 * MIN, START + 6 * MIN)
+    assert bench.minute_interval(MISSION, 5, 0.5) == (START + round(4.5 * MIN), START + round(5.5 * MIN))
     assert bench.minute_interval(MISSION, 0.5) == (START, START + round(1.5 * MIN))
     assert bench.minute_interval(MISSION, 119.5) == (START + round(118.5 * MIN), START + 120 * MIN)
     assert bench.last_minute_interval(MISSION) == (START + 119 * MIN, START + 120 * MIN)

@@ -124,7 +124,7 @@ def test_a_planted_hit_outside_the_evidence_does_not_count_and_one_inside_does(
 
 
 def test_recall_of_the_described_mission(described, e5_embedder, short_mission: Path) -> None:
-    table, results = mission_recall(described, e5_embedder, short_mission, ks=KS)
+    table, results = mission_recall(described, e5_embedder, short_mission, ks=KS, sightings=False)
     rows = {row.kind: row for row in table}
     labelled = labelled_questions(short_mission)
     assert rows[ALL_KINDS].questions == len(results) == len(labelled)
@@ -149,6 +149,15 @@ def test_recall_of_the_described_mission(described, e5_embedder, short_mission: 
     # A padding of the whole mission puts every hit inside.
     padded, _ = mission_recall(described, e5_embedder, short_mission, ks=(4,), padding_s=CONFIG.duration_s)
     assert padded[-1].recall[4] == 1.0
+    # As the node searches (sightings first): counts and first/last sightings (route: "where I first saw")
+    # from the index, in time order; the others by similarity, as before.
+    table, node_like = mission_recall(described, e5_embedder, short_mission, ks=KS)
+    served = [r for r in node_like if list(r.hits) == sorted(r.hits)]
+    assert {r.kind for r in served} >= {"mission_count", "mission_last_seen", "mission_first_seen"}
+    for result, plain in zip(node_like, results, strict=True):
+        assert set(result.hits) <= keyframes
+        assert result in served or result.hits == plain.hits  # not served: the similarity search
+    assert {row.kind: row for row in table}[ALL_KINDS].recall[16] >= 0.9
 
 
 def test_a_directory_without_a_mission_is_named_with_the_fix(tmp_path: Path, e5_embedder) -> None:

@@ -4,8 +4,10 @@ A long mission (:mod:`embodied_r_training.synth.mission_writer`) labels each que
 the intervals of bag stamps ``[start_ns, end_ns]`` (inclusive) in which what the question names was in
 view (``mission.json``, ``questions[id]["evidence"]``). A memory that held the mission and described its
 key frames (:mod:`embodied_r_ros.memory.describer`) is searched the way a ``search_memory`` question
-searches it (:func:`embodied_r_ros.memory.search.search_hits`: the question and its options embedded, the
-closest question-agnostic descriptions in the question's window, spread over time). For each ``k``:
+searches it: a count, a first or a last sighting from the memory's sightings index
+(:mod:`embodied_r_ros.memory.sightings`), any other question by similarity
+(:func:`embodied_r_ros.memory.search.search_hits`: the question and its options embedded, the closest
+question-agnostic descriptions in the question's window, spread over time). For each ``k``:
 
 * **recall@k**: the share of questions with at least one of their top-``k`` hits inside an evidence
   interval (widened by ``padding_s`` on both sides; 0 by default: the labels as they are);
@@ -28,7 +30,9 @@ from typing import Sequence
 from embodied_r_ros.frames import NS_PER_S
 from embodied_r_ros.memory.reader import MemoryReader
 from embodied_r_ros.memory.search import SearchSettings, query_text, search_hits
+from embodied_r_ros.memory.sightings import SightingIndex, catch_up, sighting_answer
 from embodied_r_ros.memory.text_embedding import TextEmbedder
+from embodied_r_ros.node_config import PoseConfig
 from embodied_r_ros.question_file import read_questions
 
 DEFAULT_KS = (4, 8, 16)
@@ -171,21 +175,42 @@ def recall_table(results: Sequence[QuestionRecall], ks: Sequence[int]) -> list[K
     return table
 
 
+def sighted(index: SightingIndex, question: LabelledQuestion, k: int) -> list[int] | None:
+    """The stamps a ``search_memory`` question gets from the memory's sightings index (a count, a first or
+    a last sighting of things the index holds; in time order), as the node's search takes them before the
+    similarity search; None when the sightings do not serve it."""
+    end_ns = question.end_ns or 2**63 - 1
+    answer = sighting_answer(index, question.text, (), question.start_ns, end_ns, k)
+    return [h.stamp_ns for h in answer.hits] if answer.hits else None
+
+
 def mission_recall(
     store: MemoryReader,
     embedder: TextEmbedder,
     mission_dir: str | Path,
     ks: Sequence[int] = DEFAULT_KS,
     padding_s: float = 0.0,
+    sightings: bool = True,
+    max_gap_s: float = PoseConfig().max_gap_s,
 ) -> tuple[list[KindRecall], list[QuestionRecall]]:
-    """Search ``store`` for every labelled question of ``mission_dir``; the recall table and the
-    per-question results (see the module docstring)."""
+    """Search ``store`` for every labelled question of ``mission_dir`` as the node's ``search_memory`` does
+    (with ``sightings``: the sightings index first, for each ``k``; else, or when it does not serve the
+    question, the similarity search); the recall table and the per-question results (see the module
+    docstring). ``max_gap_s``: the farthest a stored pose may lie from a key frame to place its sightings."""
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
         raise ValueError(f"k must be >= 1, got {ks}")
     padding_ns = round(padding_s * NS_PER_S)
-    results = [
-        question_recall(question, retrieve(store, embedder, question, ks[-1]), ks, padding_ns)
-        for question in labelled_questions(mission_dir)
-    ]
+    index = catch_up(None, store, max_gap_s) if sightings else None
+    results = []
+    for question in labelled_questions(mission_dir):
+        by_k = {k: sighted(index, question, k) for k in ks} if index is not None else {}
+        if by_k and by_k[ks[-1]] is not None:
+            hits = by_k[ks[-1]]
+            found = {k: intervals_hit(by_k[k] or [], question.evidence, padding_ns) for k in ks}
+            evidence = len(question.evidence)
+            results.append(QuestionRecall(question.id, question.kind, tuple(hits), evidence, found))
+        else:
+            hits = retrieve(store, embedder, question, ks[-1])
+            results.append(question_recall(question, hits, ks, padding_ns))
     return recall_table(results, ks), results
