@@ -512,6 +512,12 @@ def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, mi
         # Only answered questions count: a failure's round trip is no answer's cost.
         part.update(latency_summary(*([s["latency_s"] for s in samples[n] if s["success"]]
                                       for n in ("early", "late"))))  # fmt: skip
+        # A minute of a busy room holds more key frames than one of a hall (up to 32 vs ~20): the cost per
+        # key frame says what the memory's length adds, apart from what the interval holds.
+        per_keyframe = latency_summary(*([s["latency_s"] / s["keyframes"] for s in samples[n]
+                                          if s["success"] and s.get("keyframes")]
+                                         for n in ("early", "late")))  # fmt: skip
+        part["early_over_late_per_keyframe"] = per_keyframe["early_over_late"]
         results[kind] = part
         log.info("%s questions: early (%s) median %s s, late (%s) median %s s, early/late %s (goal <= %g)",
                  kind, part["early"]["answered_from"], part["early_median_s"], part["late"]["answered_from"],
@@ -709,7 +715,8 @@ def flat_cost_lines(flat: dict) -> list[str]:
                 f"answered) median {part[f'{name}_median_s']} s [{latencies}]"
             )
         lines.append(f"  {kind}: " + "; ".join(sides) + f"; early/late {part['early_over_late']} "
-                     f"(goal met: {part['goal_met']})")  # fmt: skip
+                     f"(goal met: {part['goal_met']}); per key frame "
+                     f"{part.get('early_over_late_per_keyframe')}")  # fmt: skip
     return lines
 
 
