@@ -52,6 +52,8 @@ def test_one_node_answers_from_either_camera_or_both_and_keeps_them_apart(
         assert node.pipeline is not None  # one pipeline: both cameras' questions go to the same models
         # Both cameras see the same 3 s, the down camera 0.1 s later, and in its own images.
         start = 1_700_000_000 * NS_PER_S
+        # Published before discovery matched them, frames are lost even on reliable topics (volatile).
+        assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in publishers.values()))
         front = synthetic_clip(seconds=3.0, fps=5.0, size=(160, 120), start_ns=start, seed=1)
         down = synthetic_clip(seconds=3.0, fps=5.0, size=(160, 120), start_ns=start + NS_PER_S // 10, seed=2)
         for a, b in zip(front.frames, down.frames, strict=True):
