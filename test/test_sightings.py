@@ -20,13 +20,11 @@ from embodied_r_ros.memory.sightings import (
     Sighting,
     SightingIndex,
     catch_up,
-    count_summary,
     identities,
     mentions,
     named_in,
     place,
     sighting_answer,
-    sighting_hits,
 )
 from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.windows import Window
@@ -124,7 +122,7 @@ def test_counts_and_last_and_first_sightings_pick_their_key_frames_in_time_order
     end = T0 + 400 * S
 
     def stamps(question, k=16):
-        hits = sighting_hits(index, question, (), T0, end, k)
+        hits = sighting_answer(index, question, (), T0, end, k).hits
         return None if hits is None else [(h.stamp_ns - T0) // S for h in hits]
 
     # Two red chairs (room 0, seen at 10, 12, 300; room 1 at 60): one key frame each, the clearest view.
@@ -134,11 +132,12 @@ def test_counts_and_last_and_first_sightings_pick_their_key_frames_in_time_order
     assert stamps("How far into the mission (minutes:seconds) did I last see the red chair?") == [12, 60, 300]
     assert stamps("Which did I see first: the blue lamp or the grey bench?") == [10, 60, 310]
     # A window bounds the sightings; other questions go to the similarity search.
-    later = sighting_hits(index, "How many chairs did I see?", (), T0 + 50 * S, end, 16)
+    later = sighting_answer(index, "How many chairs did I see?", (), T0 + 50 * S, end, 16).hits
     assert [h.stamp_ns for h in later] == [T0 + 60 * S, T0 + 300 * S]  # room 0's chair: seen at 300 only
     assert stamps("Where is the red chair?") is None
     assert stamps("How many doors did I see?") is None
-    assert all(isinstance(h, SearchHit) for h in sighting_hits(index, "How many lamps?", (), T0, end, 16))
+    lamps = sighting_answer(index, "How many lamps?", (), T0, end, 16).hits
+    assert all(isinstance(h, SearchHit) for h in lamps)
 
 
 def write_mission(store: MemoryStore, rows) -> None:
@@ -205,12 +204,13 @@ def test_a_count_gets_the_memory_s_tally_after_the_first_observation():
 
     index = index_of([(T0 + s * S, text, pose) for s, text, pose in ROOMS])
     end = T0 + 400 * S
-    tally = count_summary(index, "How many different chairs did I see over the whole mission?", (), T0, end)
+    whole = "How many different chairs did I see over the whole mission?"
+    tally = sighting_answer(index, whole, (), T0, end, 1).summary
     assert tally == "From every sighting in my memory: 2 red chairs, 2 in all."
-    lamps = count_summary(index, "How many lamps did I see?", (), T0, end)
+    lamps = sighting_answer(index, "How many lamps did I see?", (), T0, end, 1).summary
     assert lamps == "From every sighting in my memory: 1 blue lamp, 1 in all."
-    assert count_summary(index, "When did I last see the red chair?", (), T0, end) == ""
-    assert count_summary(index, "How many doors did I see?", (), T0, end) == ""
+    assert sighting_answer(index, "When did I last see the red chair?", (), T0, end, 1).summary == ""
+    assert sighting_answer(index, "How many doors did I see?", (), T0, end, 1).summary == ""
     first, second = description(10, "I see red chair ahead, near, 2 m."), description(20, "a door")
     summed = add_summary([first, second], tally)
     assert summed[0].observation == "I see red chair ahead, near, 2 m. " + tally and summed[1] == second
@@ -228,16 +228,16 @@ def test_a_count_is_about_the_things_after_how_many_and_needs_places():
     index = index_of(rows)
     end = T0 + 400 * S
     # The red chair of the question's place phrase is not what is counted: the lamps are.
-    near = count_summary(index, "How many lamps did I see near the red chair?", (), T0, end)
+    near = sighting_answer(index, "How many lamps did I see near the red chair?", (), T0, end, 1).summary
     assert near == "From every sighting in my memory: 1 blue lamp, 1 in all."
-    hits = sighting_hits(index, "How many lamps did I see near the red chair?", (), T0, end, 16)
+    hits = sighting_answer(index, "How many lamps did I see near the red chair?", (), T0, end, 16).hits
     assert [(h.stamp_ns - T0) // S for h in hits] == [310]  # the lamp's clearest view
     # Passes and durations are no object counts: the similarity search answers them.
-    assert sighting_hits(index, "How many times did I pass the red chair?", (), T0, end, 16) is None
-    assert count_summary(index, "How many times did I pass the red chair?", (), T0, end) == ""
+    assert sighting_answer(index, "How many times did I pass the red chair?", (), T0, end, 16).hits is None
+    assert sighting_answer(index, "How many times did I pass the red chair?", (), T0, end, 1).summary == ""
     # Without poses alike objects cannot be told apart: no tally rather than a wrong one.
     unplaced = index_of([(stamp, text, None) for stamp, text, _ in rows])
-    assert count_summary(unplaced, "How many chairs did I see?", (), T0, end) == ""
+    assert sighting_answer(unplaced, "How many chairs did I see?", (), T0, end, 1).summary == ""
 
 
 # --- after review: a reset racing a search, alike objects in one view, one answer per question, plurals
@@ -296,7 +296,7 @@ def test_two_alike_objects_in_one_key_frame_are_two_objects():
     found = identities(index.between(T0, T0 + 20 * S, {"red chair"}))
     # 1 m apart, within the merge radius, but seen side by side: two chairs, each seen again at 12 s.
     assert [[(s.stamp_ns - T0) // S for s in i.sightings] for i in found] == [[10, 12], [10, 12]]
-    summary = count_summary(index, "How many red chairs did I see?", (), T0, T0 + 20 * S)
+    summary = sighting_answer(index, "How many red chairs did I see?", (), T0, T0 + 20 * S, 1).summary
     assert summary == "From every sighting in my memory: 2 red chairs, 2 in all."
     # One key frame is its camera and its stamp: two cameras at one stamp may see one chair.
     front = Sighting(T0, "red chair", (2.0, 0.0), 2.0, camera="front")
@@ -314,10 +314,8 @@ def test_one_answer_gives_a_count_s_key_frames_and_tally_from_one_set_of_identit
     monkeypatch.setattr(sightings_module, "identities", lambda *a, **kw: built.append(1) or make(*a, **kw))
     answer = sighting_answer(index, question, (), T0, end, 16)
     assert len(built) == 1
-    assert answer.hits == sighting_hits(index, question, (), T0, end, 16)
-    assert answer.summary == count_summary(index, question, (), T0, end) == (
-        "From every sighting in my memory: 2 red chairs, 2 in all."
-    )
+    assert answer.hits == sighting_answer(index, question, (), T0, end, 16).hits  # the same every time
+    assert answer.summary == "From every sighting in my memory: 2 red chairs, 2 in all."
     assert sorted({s.stamp_ns for s in answer.counted}) == [T0 + s * S for s in (10, 12, 60, 300)]
     # The history's search builds them once too, and carries the sightings it counted.
     store = MemoryStore(tmp_path / "memory.sqlite", 64.0)

@@ -22,7 +22,7 @@ from typing import Sequence
 from ..frames import NS_PER_S, Pose
 from ..keyframes import KeyFrame
 from ..perception import Description
-from ..poses.ego_motion import quaternion_to_matrix
+from ..poses.ego_motion import heading
 
 # The line's form; :func:`without_place` and the mission oracle read it back.
 PLACE_PATTERN = re.compile(
@@ -46,8 +46,7 @@ def clock_seconds(clock: str) -> int | None:
 def heading_deg(pose: Pose) -> int:
     """The camera's heading in the odometry frame, whole degrees counter-clockwise from its x axis, in
     (-180, 180]: its forward (x) axis projected on the ground plane."""
-    forward = quaternion_to_matrix(pose.orientation)[:, 0]
-    degrees = round(math.degrees(math.atan2(float(forward[1]), float(forward[0]))))
+    degrees = round(math.degrees(heading(pose)))
     return 180 if degrees == -180 else degrees
 
 

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..frames import Pose
 from ..perception import Description
-from ..poses.ego_motion import quaternion_to_matrix
+from ..poses.ego_motion import heading
 from .reader import MemoryReader
 from .records import SearchHit
 from .words import words
@@ -125,19 +125,17 @@ def mentions(text: str) -> list[Mention]:
     return found
 
 
-def heading(pose: Pose) -> float:
-    """The camera's heading in the odometry frame (radians, from +x towards +y): its forward (x) axis
-    projected on the ground plane."""
-    forward = quaternion_to_matrix(pose.orientation)[:, 0]
-    return math.atan2(float(forward[1]), float(forward[0]))
-
-
 def place(mention: Mention, pose: Pose | None) -> tuple[float, float] | None:
     """Where ``mention``'s object stood in the odometry frame, seen from ``pose`` (None without one)."""
     if pose is None:
         return None
-    angle = heading(pose) + math.radians(mention.bearing_deg)
-    x, y = pose.position[0], pose.position[1]
+    return place_from(mention, pose.position[0], pose.position[1], heading(pose))
+
+
+def place_from(mention: Mention, x: float, y: float, heading_rad: float) -> tuple[float, float]:
+    """Where ``mention``'s object stood in the odometry frame, seen from (``x``, ``y``) facing
+    ``heading_rad`` (radians from +x towards +y)."""
+    angle = heading_rad + math.radians(mention.bearing_deg)
     return (x + mention.distance_m * math.cos(angle), y + mention.distance_m * math.sin(angle))
 
 
@@ -298,34 +296,6 @@ def sighting_answer(
     if not count:
         return SightingAnswer(hits)
     return SightingAnswer(hits, tally(found), tuple(chosen))
-
-
-def sighting_hits(
-    index: SightingIndex,
-    question: str,
-    options: Sequence[str],
-    start_ns: int,
-    end_ns: int,
-    k: int,
-    same_m: float = SAME_OBJECT_M,
-    text_of: Callable[[int], str] = lambda stamp: "",
-) -> list[SearchHit] | None:
-    """The key frames of :func:`sighting_answer` alone (None when the sightings do not serve it)."""
-    return sighting_answer(index, question, options, start_ns, end_ns, k, same_m, text_of).hits
-
-
-def count_summary(
-    index: SightingIndex,
-    question: str,
-    options: Sequence[str],
-    start_ns: int,
-    end_ns: int,
-    same_m: float = SAME_OBJECT_M,
-) -> str:
-    """The tally of :func:`sighting_answer` alone: for a "how many" question, each name it counts with its
-    number of objects over every sighting in [start_ns, end_ns], and the sum ("" for another question, or
-    one naming nothing the sightings hold)."""
-    return sighting_answer(index, question, options, start_ns, end_ns, 1, same_m).summary
 
 
 def tally(found: Sequence[Identity]) -> str:

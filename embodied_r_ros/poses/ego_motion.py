@@ -112,6 +112,13 @@ def quaternion_to_matrix(q: Quaternion | np.ndarray) -> np.ndarray:
     )
 
 
+def heading(pose: Pose) -> float:
+    """The camera's heading in the odometry frame (radians, from +x towards +y): its forward (x) axis
+    projected on the ground plane."""
+    forward = quaternion_to_matrix(pose.orientation)[:, 0]
+    return math.atan2(float(forward[1]), float(forward[0]))
+
+
 def _unit(q: Quaternion | np.ndarray) -> np.ndarray:
     q = np.asarray(q, dtype=np.float64)
     if q.shape != (4,) or not np.all(np.isfinite(q)):

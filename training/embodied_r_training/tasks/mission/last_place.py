@@ -11,7 +11,7 @@ asked about (which one is meant?).
 The prompt must carry, for the key frame that last lists the name, its place line with the odometry position
 and heading ("at (3.1, -2.0) m, facing 90 deg", :mod:`embodied_r_ros.memory.mission_time`) and the name's
 listing ("red chair ahead-left, near, 2.5 m"): the oracle puts the object at the listing's direction and
-distance from there (:func:`embodied_r_ros.memory.sightings.place`, as the memory's sightings index does)
+distance from there (:func:`embodied_r_ros.memory.sightings.place_from`, as the memory's sightings index does)
 and picks the nearest option. It abstains when the name is never listed, or that frame has no position or
 heading.
 """
@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 import re
 
-from embodied_r_ros.frames import Pose
-from embodied_r_ros.memory.sightings import mentions, place
+from embodied_r_ros.memory.sightings import mentions, place_from
 from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..task import Answer, QuestionTask, Template, Unanswerable
 from .context import Evidence, MissionContext, MissionDraft, NameSighting
-from .reading import MissionReading
+from .reading import MissionReading, last_listed
 
 NAME = "mission_last_place"
 TEMPLATE = Template("Where was the {} when I last saw it (x, y in metres on the odometry map)?")
@@ -84,18 +83,13 @@ def _position(m: MissionContext, object_id: int) -> tuple[float, float]:
 def solve(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
     """The object placed from the last key frame listing it; the option nearest to that place."""
     name = match.group(1)
-    frame = reading.last_frame(name)
-    if frame is None:
-        raise Unanswerable(f"the {name} is never described")
-    where = reading.places[frame]
+    frame, where = last_listed(reading, name)
     if where is None or where.position is None or where.heading_deg is None:
         raise Unanswerable(f"frame {frame}, the last to describe the {name}, has no position and heading")
     listed = next((item for item in mentions(reading.observations[frame]) if item.name == name), None)
     if listed is None:
         raise Unanswerable(f"frame {frame} lists the {name} without a direction and distance")
-    half = math.radians(where.heading_deg) / 2
-    pose = Pose((where.position[0], where.position[1], 0.0), (0.0, 0.0, math.sin(half), math.cos(half)))
-    x, y = place(listed, pose) or (0.0, 0.0)
+    x, y = place_from(listed, *where.position, math.radians(where.heading_deg))
     places = [_OPTION.match(option.strip()) for option in reading.options]
     if not places or None in places:
         raise Unanswerable("the options are not places (x, y)")

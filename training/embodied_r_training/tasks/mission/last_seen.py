@@ -19,7 +19,7 @@ from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..task import Answer, QuestionTask, Template, Unanswerable
 from .context import Evidence, MissionContext, MissionDraft, format_mission_time
-from .reading import MissionReading
+from .reading import MissionReading, last_listed
 
 NAME = "mission_last_seen"
 TEMPLATE = Template("How far into the mission (minutes:seconds) did I last see the {}?")
@@ -64,10 +64,7 @@ def generate(m: MissionContext) -> list[MissionDraft]:
 def solve(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
     """The mission time of the last key frame listing the name; the option nearest to it."""
     name = match.group(1)
-    frame = reading.last_frame(name)
-    if frame is None:
-        raise Unanswerable(f"the {name} is never described")
-    place = reading.places[frame]
+    frame, place = last_listed(reading, name)
     if place is None:
         raise Unanswerable(f"frame {frame}, the last to describe the {name}, has no mission time")
     times = [clock_seconds(option) for option in reading.options]

@@ -29,7 +29,7 @@ from ..reading import FRAME, listed_objects, read_prompt
 from ..task import Unanswerable
 
 PITCH_STEP_M = 1.0  # steps at least this long give the camera's pitch from the level floor
-# The memory's tally a count question's prompt carries (embodied_r_ros.memory.sightings.count_summary).
+# The memory's tally a count question's prompt carries (embodied_r_ros.memory.sightings.tally).
 MEMORY_TALLY = re.compile(r"From every sighting in my memory: [^.]*?(\d+) in all\.")
 NEW_RUN = ("I see ", "No objects in view.")  # a description that starts anew (its positions from this frame)
 
@@ -228,6 +228,15 @@ def first_frames(reading: MissionReading, names: Sequence[str]) -> list[int]:
             raise Unanswerable(f"the {name} is never described")
         frames.append(frame)
     return frames
+
+
+def last_listed(reading: MissionReading, name: str) -> tuple[int, Place | None]:
+    """The key frame that last lists ``name`` and its place line (None: it has none); raises when the name
+    is never listed."""
+    frame = reading.last_frame(name)
+    if frame is None:
+        raise Unanswerable(f"the {name} is never described")
+    return frame, reading.places[frame]
 
 
 def poses(reading: MissionReading, frames: Sequence[int]) -> list[MapPose]:
