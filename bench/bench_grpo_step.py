@@ -10,12 +10,14 @@ splits each step's wall time into
   for the KL term, the old policy's when generation and updates are not aligned),
 * ``policy``: the rest of the step: the policy's forward and backward over prompt + completion, the update.
 
-Variants (each a set of ``--set`` overrides of the config):
+Variants (each a set of ``--set`` overrides of the config, and the trainer's loss pass):
 
 * ``before``: the settings of the earlier reasoner run: one question of 8 completions a step, float32,
-  KL to the reference (beta 0.04).
-* ``after``: the config as it stands: several questions a step (gradient accumulation), bf16 autocast
-  over float32 weights on the CPU, no KL term (beta 0: no reference forward).
+  KL to the reference (beta 0.04), TRL's loss pass (every row runs its prompt).
+* ``rows``: the config as it stands: several questions a step (gradient accumulation), bf16 autocast
+  over float32 weights on the CPU, no KL term (beta 0: no reference forward); TRL's loss pass.
+* ``after``: as ``rows``, with the project's loss pass (``rl/shared_prompt.py``: each prompt run once
+  per group, its cache repeated for the group's completions; the same gradient).
 
 Run (the policy: any model that writes the reasoning format, e.g. the SFT model of the experiment):
 
@@ -47,14 +49,18 @@ from bench_train import StepTimer, Timed  # noqa: E402  (the timers of the GRPO 
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
-VARIANTS = {
-    "before": [
-        "grpo.per_device_train_batch_size=8",
-        "grpo.gradient_accumulation_steps=1",
-        "grpo.bf16=false",
-        "grpo.beta=0.04",
-    ],  # fmt: skip
-    "after": [],
+VARIANTS = {  # name -> (config overrides, the project's shared-prompt loss pass or TRL's)
+    "before": (
+        [
+            "grpo.per_device_train_batch_size=8",
+            "grpo.gradient_accumulation_steps=1",
+            "grpo.bf16=false",
+            "grpo.beta=0.04",
+        ],
+        False,
+    ),  # fmt: skip
+    "rows": ([], False),
+    "after": ([], True),
 }
 PARTS = {  # timed methods of TRL's GRPOTrainer (log-probs are not timed apart: the loss computes them too)
     "rollouts": "_generate",
@@ -69,12 +75,15 @@ def run(variant: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from embodied_r_training.rl.train_config import load_train_config
 
     steps = args.warmup + args.steps
+    overrides, shared_pass = VARIANTS[variant]
     sets = [f"model={args.model}", f"data.path={args.data}", f"output_dir={out}", "warm_start.steps=0",
-            f"grpo.max_steps={steps}", "grpo.save_strategy='no'", "grpo.logging_steps=1", *VARIANTS[variant],
+            f"grpo.max_steps={steps}", "grpo.save_strategy='no'", "grpo.logging_steps=1", *overrides,
             *args.set]  # fmt: skip
     config = load_train_config(args.config, sets)
     timer = StepTimer()
-    trainer = build_trainer(config, [timer])
+    from trl import GRPOTrainer
+
+    trainer = build_trainer(config, [timer], trainer_class=None if shared_pass else GRPOTrainer)
     for part, method in PARTS.items():  # instance attributes shadow the methods TRL calls on self
         timed = Timed(getattr(trainer, method))
         setattr(trainer, method, timed)
@@ -96,7 +105,8 @@ def run(variant: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     ]
     spread = [r["frac_reward_zero_std"] for r in trainer.state.log_history if "frac_reward_zero_std" in r]
     return {
-        "settings": VARIANTS[variant] or ["the config as it stands"],
+        "settings": overrides or ["the config as it stands"],
+        "loss_pass": "each prompt once per group" if shared_pass else "TRL's: every row its prompt",
         "completions_per_step": completions,
         "questions_per_step": completions // grpo["num_generations"],
         "step_s_median": statistics.median(s["wall"] for s in timed_steps),
@@ -117,7 +127,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="a data set of `embodied-r prepare` (train split)")
     parser.add_argument("--config", type=Path, default=CONFIG)
     parser.add_argument("--tiny", action="store_true", help="smoke run: the tiny LM on synthetic data")
-    parser.add_argument("--variants", default="before,after")
+    parser.add_argument("--variants", default="before,rows,after")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--set", action="append", default=[], help="more config overrides (KEY=VALUE)")
@@ -150,10 +160,11 @@ def main() -> None:
         "seconds": round(time.time() - started),
         "runs": runs,
     }
-    if {"before", "after"} <= set(runs):
-        results["after_vs_before_completions_per_s"] = (
-            runs["after"]["completions_per_s"] / runs["before"]["completions_per_s"]
-        )
+    for base in ("before", "rows"):  # ratios of completions per second within this one process
+        if {base, "after"} <= set(runs):
+            results[f"after_vs_{base}_completions_per_s"] = (
+                runs["after"]["completions_per_s"] / runs[base]["completions_per_s"]
+            )
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:

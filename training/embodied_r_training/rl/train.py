@@ -170,14 +170,17 @@ def grpo_arguments(config: TrainConfig) -> Any:
         raise ConfigError(f"{config.source}: grpo settings rejected by TRL: {exc}{hint}") from exc
 
 
-def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Path | None = None) -> Any:
+def build_trainer(
+    config: TrainConfig, callbacks: Sequence[Any] = (), start: Path | None = None, trainer_class: Any = None
+) -> Any:
     """A ready ``GRPOTrainer`` for ``config`` (model loaded, data checked, reward and reference wired),
-    starting from the weights in ``start`` (default: ``config.model``)."""
-    from trl import GRPOTrainer
-
+    starting from the weights in ``start`` (default: ``config.model``). ``trainer_class``: default
+    :class:`~.shared_prompt.SharedPromptGRPOTrainer` (each prompt run once per group in the loss pass; the
+    same gradient as TRL's ``GRPOTrainer``, which benchmarks pass to compare)."""
     from .curriculum import prompts_per_step, with_curriculum
     from .option_rotation import with_rotated_options
     from .rewards import ConsistencyConfig, RewardContext
+    from .shared_prompt import SharedPromptGRPOTrainer
     from .staged_reward import StagedReward
 
     args = grpo_arguments(config)
@@ -201,7 +204,7 @@ def build_trainer(config: TrainConfig, callbacks: Sequence[Any] = (), start: Pat
         reference, ConsistencyConfig(section.temperature, section.max_new_tokens, section.numeric_correct_mra)
     )
     peft_config = lora_config(config) if config.lora.enabled else None
-    trainer = GRPOTrainer(
+    trainer = (trainer_class or SharedPromptGRPOTrainer)(
         model=model,
         reward_funcs=[StagedReward(config.schedule, context)],
         args=args,
