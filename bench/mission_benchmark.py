@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--most-missions", type=int, default=6, help="missions per length and seed, most (6)")
     parser.add_argument("--missions", type=Path, default=Path("out/missions/bench"))
     parser.add_argument("--out", type=Path, default=Path("out/mission_benchmark"))
+    parser.add_argument("--describe-candidates", action="store_true",
+                        help="describe every 1 fps candidate (memory.describe_candidates)")
     args = parser.parse_args(argv)
     if len(args.seeds) < 2:
         parser.error("--seeds needs two at least: the blind rules are chosen on the other seeds' missions")
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             calibration = calibration_records(others)
             evaluated = []
             for directory in directories:
-                store = build_store(directory, embedder)
+                store = build_store(directory, embedder, candidates=args.describe_candidates)
                 with ReadOnlyMemory(store) as memory:
                     evaluated.append(evaluate_mission(directory, memory, embedder, calibration=calibration))
             result = pooled(evaluated)

@@ -275,6 +275,12 @@ class MemoryConfig:
         "key frames described per background call: the longest a question waits for the describer",
         bounds=(1, 64),
     )
+    describe_candidates: bool = param(
+        False,
+        "describe every stored candidate (the key-frame selector's 1 fps grid), not only the key frames: a "
+        "thing seen for a second between two key frames is found and counted too, for about twice the "
+        "describer's perceiver time",
+    )
     search_k: int = param(
         16,
         "key frames a search_memory question retrieves (the best matches; a 'how many' question at least "

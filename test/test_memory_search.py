@@ -85,6 +85,31 @@ def described(tmp_path_factory, embedder):
     store.close()
 
 
+def test_describe_candidates_describes_the_frames_between_key_frames_too(tmp_path, embedder):
+    perceiver = GroundTruthPerceiver(turning_scene(tmp_path))
+    store = MemoryStore(tmp_path / "memory.sqlite", 64.0)
+    pixels = np.zeros((24, 32, 3), np.uint8)
+    seconds = range(int(TURN_S) + 1)
+    try:
+        for second in seconds:
+            kept = second % int(STEP_S) == 0
+            store.add_candidate(scene.START_NS + second * S, kept, 0.5, "overlap" if kept else "", pixels)
+        assert store.flush()
+        keyframes = MemoryDescriber(store, perceiver, embedder, perceiver.label, batch=8)
+        candidates = MemoryDescriber(store, perceiver, embedder, perceiver.label, batch=8, candidates=True)
+        assert (keyframes.backlog(), candidates.backlog()) == (21, 41)
+        while keyframes.describe_batch():
+            assert store.flush()
+        assert (keyframes.backlog(), candidates.backlog()) == (0, 20)  # the frames between key frames wait
+        while candidates.describe_batch():
+            assert store.flush()
+        rows = store.descriptions(scene.START_NS, scene.START_NS + round(TURN_S * S))
+        assert sorted(r.stamp_ns for r in rows) == [scene.START_NS + s * S for s in seconds]  # each once
+        assert candidates.status().described == 20 and candidates.backlog() == 0
+    finally:
+        store.close()
+
+
 def in_view(perceiver: GroundTruthPerceiver, name: str) -> set[int]:
     """Stamps of the key frames whose ground truth has ``name`` in view."""
     stamps = set()

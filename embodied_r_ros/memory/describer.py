@@ -54,7 +54,9 @@ class DescriberStatus:
 class MemoryDescriber:
     """Describes and embeds the memory's key frames that have no question-agnostic description yet.
 
-    ``perception``: the perceiver's name as the memory records it (who wrote the descriptions).
+    ``perception``: the perceiver's name as the memory records it (who wrote the descriptions);
+    ``candidates``: describe every stored candidate (the selector's 1 fps grid), not only the key frames: a
+    thing seen for a second between two key frames is then found too, for about twice the perceiver's time.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class MemoryDescriber:
         embedder: TextEmbedder,
         perception: str,
         batch: int = DEFAULT_BATCH,
+        candidates: bool = False,
     ) -> None:
         if batch < 1:
             raise ValueError(f"memory.describe_batch must be >= 1, got {batch}")
@@ -72,6 +75,7 @@ class MemoryDescriber:
         self.embedder = embedder
         self.perception = perception
         self.batch = batch
+        self.candidates = candidates  # every stored 1 fps candidate, not only the key frames
         self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT)
         self._lock = threading.Lock()
         self._scheduled = False
@@ -117,7 +121,7 @@ class MemoryDescriber:
         if not self.memory.enabled:
             return 0
         try:
-            timeline, stamps = self.memory.undescribed_keyframes(self.batch + len(self._recent))
+            timeline, stamps = self.memory.undescribed_frames(self.batch + len(self._recent), self.candidates)
         except MemoryStoreError:
             return 0
         recent = set(self._recent)
@@ -154,6 +158,6 @@ class MemoryDescriber:
         """Key frames of the current timeline still without a committed question-agnostic description (a
         query; descriptions written in the last half second may still count)."""
         try:
-            return self.memory.undescribed_count()
+            return self.memory.undescribed_count(self.candidates)
         except MemoryStoreError:
             return 0

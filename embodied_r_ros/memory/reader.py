@@ -179,23 +179,25 @@ class MemoryReader:
         and later rows may take ids read before."""
         return int(self._read("SELECT COALESCE(MAX(id), 0) FROM descriptions", ())[0][0])
 
-    def undescribed_keyframes(self, limit: int) -> tuple[int, list[int]]:
-        """(timeline, stamps) of up to ``limit`` key frames of the current timeline that have no
-        question-agnostic description yet, newest first (what a robot is asked about most)."""
+    def undescribed_frames(self, limit: int, candidates: bool = False) -> tuple[int, list[int]]:
+        """(timeline, stamps) of up to ``limit`` key frames (``candidates``: stored candidates, key frames or
+        not) of the current timeline that have no question-agnostic description yet, newest first (what a
+        robot is asked about most)."""
         timeline = self.status().timeline
         rows = self._read(
-            "SELECT stamp_ns FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
-            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            f"SELECT stamp_ns FROM frames f WHERE timeline = ? {_kept(candidates)} AND NOT EXISTS (SELECT 1 "
+            "FROM descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
             "d.question_agnostic = 1) ORDER BY stamp_ns DESC LIMIT ?",
             (timeline, int(limit)),
         )
         return timeline, [int(r[0]) for r in rows]
 
-    def undescribed_count(self) -> int:
-        """How many key frames of the current timeline wait for a question-agnostic description."""
+    def undescribed_count(self, candidates: bool = False) -> int:
+        """How many key frames (``candidates``: stored candidates) of the current timeline wait for a
+        question-agnostic description."""
         rows = self._read(
-            "SELECT COUNT(*) FROM frames f WHERE timeline = ? AND kept = 1 AND NOT EXISTS (SELECT 1 FROM "
-            "descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
+            f"SELECT COUNT(*) FROM frames f WHERE timeline = ? {_kept(candidates)} AND NOT EXISTS (SELECT 1 "
+            "FROM descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
             "d.question_agnostic = 1)",
             (self.status().timeline,),
         )
@@ -234,3 +236,8 @@ class MemoryReader:
             if len(best) > 4 * k:  # keep the working set small
                 best = {h.stamp_ns: h for h in sorted(best.values(), key=lambda h: -h.score)[:k]}
         return sorted(best.values(), key=lambda h: -h.score)[:k]
+
+
+def _kept(candidates: bool) -> str:
+    """The describer's row filter: every stored candidate, or the key frames only."""
+    return "" if candidates else "AND kept = 1"

@@ -85,10 +85,12 @@ class NodeMemory:
             logger.error(f"memory search off: {exc}")
             return cls(store, logger, describe_problem=str(exc))
         describer = MemoryDescriber(
-            store, pipeline.perceiver, embedder, pipeline.perception, config.memory.describe_batch
-        )
+            store, pipeline.perceiver, embedder, pipeline.perception, config.memory.describe_batch,
+            config.memory.describe_candidates,
+        )  # fmt: skip
         logger.info(
-            f"memory search on: key frames described in the background by the {pipeline.perception}, "
+            f"memory search on: {'candidates' if config.memory.describe_candidates else 'key frames'} "
+            f"described in the background by the {pipeline.perception}, "
             f"embedded with {embedder.name}"
         )
         return cls(store, logger, describer, embedder)

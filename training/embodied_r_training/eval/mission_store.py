@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 STORE_FILE = "memory.sqlite"
 RECORD_FILE = "store.json"  # how the store was built: a store built otherwise is built again
+CANDIDATES_STORE_FILE, CANDIDATES_RECORD_FILE = "memory-candidates.sqlite", "store-candidates.json"
 BAG_DIR = "bag"
 DESCRIBE_BATCH = 32
 DISK_BUDGET_MB = 4096.0  # more than two hours take (~75 MB per hour): nothing is evicted
@@ -52,16 +53,23 @@ def build_store(
     embedder: TextEmbedder,
     keyframes: KeyFrameConfig | None = None,
     buffer: BufferConfig | None = None,
+    candidates: bool = False,
 ) -> Path:
     """The memory of ``mission`` (a directory bench/make_mission.py wrote): built into
-    ``<mission>/memory.sqlite`` unless one built the same way is there; returns its path."""
+    ``<mission>/memory.sqlite`` unless one built the same way is there; returns its path. ``candidates``:
+    every stored candidate described, not only the key frames (the node's ``memory.describe_candidates``),
+    into ``memory-candidates.sqlite``."""
     keyframes, buffer = keyframes or KeyFrameConfig(), buffer or BufferConfig()
-    path, record_path = mission / STORE_FILE, mission / RECORD_FILE
-    key = _key(mission, embedder, keyframes, buffer)
+    name, record = (
+        (CANDIDATES_STORE_FILE, CANDIDATES_RECORD_FILE) if candidates else (STORE_FILE, RECORD_FILE)
+    )
+    path, record_path = mission / name, mission / record
+    described = "candidates" if candidates else "key frames"
+    key = {**_key(mission, embedder, keyframes, buffer), "described": described}
     if path.is_file() and record_path.is_file() and json.loads(record_path.read_text()).get("key") == key:
         return path
     for suffix in ("", "-wal", "-shm", ".lock"):
-        path.with_name(STORE_FILE + suffix).unlink(missing_ok=True)
+        path.with_name(name + suffix).unlink(missing_ok=True)
     record_path.unlink(missing_ok=True)
     started = time.perf_counter()
     store = MemoryStore(path, DISK_BUDGET_MB)
@@ -83,7 +91,7 @@ def build_store(
         if not store.flush(600.0):
             raise RuntimeError(f"memory store {path}: the writer did not commit in 10 minutes")
         perceiver = MissionGroundTruth(mission / "mission.json")
-        describer = MemoryDescriber(store, perceiver, embedder, perceiver.label, batch=DESCRIBE_BATCH)
+        describer = MemoryDescriber(store, perceiver, embedder, perceiver.label, DESCRIBE_BATCH, candidates)
         described = 0
         while done := describer.describe_batch():
             described += done
