@@ -157,7 +157,7 @@ def test_sampling_prefills_each_prompt_once_and_generates_what_trl_does(
     prompts = [torch.randint(3, vocab, (n,), generator=generator).tolist() for n in (7, 3, 5)]
     rows = [prompts[i] for i in (0, 1, 1, 2, 0, 1, 2, 2)]
     calls = []
-    model = trainer.model.get_base_model()  # what PEFT's forward and generate both call
+    model = trainer.model.get_base_model().base_model  # the decoder stack: every pass runs through it
     forward = model.forward
 
     @functools.wraps(forward)  # generate reads the forward's signature to choose what it passes

@@ -31,6 +31,11 @@ from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
 
 
+def causal_lm_of(model: Any) -> Any:
+    """The causal LM inside ``model`` (a PEFT model's base model carries the adapters, injected)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def group_rows(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> dict[tuple[int, ...], list[int]]:
     """Rows by their prompt's tokens (left padding dropped), in first-seen order."""
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -72,8 +77,9 @@ def shared_prompt_logps(
         for i, row in enumerate(rows):  # one row's logits at a time: (completion, vocabulary) floats
             log_probs = (head(hidden[i]).float() / temperature).log_softmax(-1)
             group_logps.append(log_probs.gather(-1, completions[row].unsqueeze(-1)).squeeze(-1))
-            if compute_entropy:
-                group_entropies.append(-(log_probs.exp() * log_probs).sum(-1))
+            if compute_entropy:  # a metric and a mask only, as in TRL: no gradient
+                with torch.no_grad():
+                    group_entropies.append(-(log_probs.exp() * log_probs).sum(-1))
         logps_rows.append(
             (rows, torch.stack(group_logps), torch.stack(group_entropies) if compute_entropy else None)
         )
@@ -82,7 +88,7 @@ def shared_prompt_logps(
         index = torch.tensor(rows, device=input_ids.device)
         logps = logps.index_put((index,), group_logps)
         if entropies is not None and group_entropies is not None:
-            entropies = entropies.index_put((index,), group_entropies.detach())
+            entropies = entropies.index_put((index,), group_entropies)
     return logps, entropies
 
 
@@ -111,9 +117,7 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
         compute_aux_loss: bool = False,
         **extra: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        causal_lm = self.accelerator.unwrap_model(model)
-        if hasattr(causal_lm, "get_base_model"):  # PEFT: the adapters are injected into the base model
-            causal_lm = causal_lm.get_base_model()
+        causal_lm = causal_lm_of(self.accelerator.unwrap_model(model))
         if not self._shared_pass_applies(causal_lm, extra, compute_aux_loss):
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
@@ -187,9 +191,9 @@ def generate_from_shared_prompts(
     for i, prompt in enumerate(distinct):
         ids[i, width - len(prompt) :], mask[i, width - len(prompt) :] = torch.tensor(prompt), 1
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate places left-padded prompts
-    prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-                    use_cache=True)  # fmt: skip
-    cache = prefill.cache if hasattr(prefill, "cache") else prefill.past_key_values
+    backbone = causal_lm_of(model).base_model  # no LM head: only the cache is wanted
+    cache = backbone(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                     use_cache=True).cache  # fmt: skip
     cache.reorder_cache(rows)  # row r gets its prompt's cache
     output = model.generate(
         input_ids=ids[rows], attention_mask=mask[rows], cache=cache, generation_config=generation_config
