@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 import torch
 from embodied_r_training.rl.rewards import completion_text, register_reward, unregister_reward
-from embodied_r_training.rl.shared_prompt import SharedPromptGRPOTrainer, group_rows, shuffle_groups
+from embodied_r_training.rl.shared_prompt import (
+    SharedPromptGRPOTrainer,
+    group_rows,
+    merged_adapters,
+    shuffle_groups,
+)
 from embodied_r_training.rl.train import build_trainer
 from embodied_r_training.rl.train_config import build_train_config
 from trl import GRPOTrainer
@@ -165,9 +170,15 @@ def test_sampling_prefills_each_prompt_once_and_generates_what_trl_does(
         calls.append(kwargs.get("input_ids", args[0] if args else None).shape)
         return forward(*args, **kwargs)
 
+    weights = {n: w.detach().clone() for n, w in trainer.model.named_parameters()}
     model.forward = counting
     ours, _ = trainer._generate_single_turn(rows, None, {}, 1)
     model.forward = forward
+    with merged_adapters(trainer.model):
+        layers = [m for m in trainer.model.modules() if hasattr(m, "lora_A") and hasattr(m, "merged")]
+        assert layers and all(m.merged for m in layers)
+    for name, weight in trainer.model.named_parameters():  # the adapters were merged for sampling, and back
+        torch.testing.assert_close(weight, weights[name], rtol=0, atol=1e-6, msg=name)
     trls, _ = GRPOTrainer._generate_single_turn(trainer, rows, None, {}, 1)
     assert ours == trls
     assert calls[0] == (3, 6)  # the three distinct prompts, once each, up to their last token
