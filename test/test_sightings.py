@@ -335,7 +335,11 @@ def test_a_key_frame_described_twice_is_read_once(tmp_path):
         write_mission(store, ROOMS)
         store.add_description(T0 + 10 * S, "I see red chair ahead, near, 2 m.", "gt", question_agnostic=True)
         assert store.flush()
+        looked_up = []
+        pose_at = store.pose_at
+        store.pose_at = lambda stamp, gap: looked_up.append(stamp) or pose_at(stamp, gap)
         assert len(catch_up(None, store, 0.5)) == 7
+        assert len(looked_up) == len(set(looked_up))  # the second description of a stamp: no pose lookup
     finally:
         store.close()
 

@@ -191,6 +191,10 @@ class SightingIndex:
         for mention in mentions(text):
             self._sightings.append(Sighting(stamp_ns, mention.name, place(mention, pose), mention.distance_m))
 
+    def holds(self, stamp_ns: int) -> bool:
+        """Whether a description stamped ``stamp_ns`` was read into the index already."""
+        return stamp_ns in self._seen
+
     def names(self) -> set[str]:
         return {s.name for s in self._sightings}
 
@@ -218,7 +222,8 @@ def catch_up(index: SightingIndex | None, memory: MemoryReader, max_gap_s: float
         if not rows:
             return index
         for row_id, stamp, text in rows:
-            index.add(stamp, text, memory.pose_at(stamp, max_gap_s))
+            if not index.holds(stamp):  # a key frame described again: no pose lookup for a skipped row
+                index.add(stamp, text, memory.pose_at(stamp, max_gap_s))
             index.last_id = row_id
 
 
