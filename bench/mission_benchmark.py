@@ -47,24 +47,35 @@ from embodied_r_training.eval.mission_answers import (  # noqa: E402
     ALL,
     CHANCE,
     CONSTANT,
+    LM,
     OPTIONS_ONLY,
     ORACLE,
     ORACLE_EVIDENCE,
+    QUESTION_ONLY,
     MissionAnswers,
+    MissionAnswersConfig,
     calibration_records,
     evaluate_mission,
     kind_rows,
+    load_pipeline,
 )
 from embodied_r_training.eval.mission_store import build_store  # noqa: E402
 from embodied_r_training.synth.mission import MissionConfig  # noqa: E402
 from embodied_r_training.synth.mission_writer import write_mission  # noqa: E402
 
+from embodied_r_ros.config import ModelConfig  # noqa: E402
 from embodied_r_ros.memory.read_only import ReadOnlyMemory  # noqa: E402
 from embodied_r_ros.memory.text_embedding import E5Embedder  # noqa: E402
 
 logger = logging.getLogger("mission_benchmark")
 BLIND = (CONSTANT, OPTIONS_ONLY, CHANCE)
 SHOWN = (ORACLE, ORACLE_EVIDENCE, *BLIND)
+WITH_LM = (*SHOWN, QUESTION_ONLY, LM)  # with --lm: the reasoner with and without the descriptions
+
+
+def shown(results: list[tuple[int, bool, MissionAnswers]]) -> tuple[str, ...]:
+    """The systems of the table: the LM's rows too when one answered."""
+    return WITH_LM if any(r.lm for _, _, r in results) else SHOWN
 
 
 def mission_dir(missions: Path, minutes: float, seed: int) -> Path:
@@ -124,11 +135,12 @@ def pooled(results: list[MissionAnswers]) -> MissionAnswers:
 
 def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
     """Per length, seed and kind: n, recall@k, evidence reached (any / all), the scores."""
-    header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *SHOWN]
+    systems = shown(results)
+    header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *systems]
     lines = ["| " + " | ".join(header) + " |", "|---:|---|---|---|" + "---:|" * (len(header) - 4)]
     for seed, held_out, result in sorted(results, key=lambda r: (r[2].minutes, r[0])):
         for row in kind_rows(result):
-            scores = [row.scores.get(s) for s in SHOWN]
+            scores = [row.scores.get(s) for s in systems]
             cells = [f"{result.minutes:g}", f"{seed}{' (held out)' if held_out else ''}",
                      "**all**" if row.kind == ALL else row.kind, row.metric, str(row.n), f"{row.recall:.2f}",
                      f"{row.reached_any:.2f} / {row.reached_all:.2f}",
@@ -158,7 +170,9 @@ def plot(results: list[tuple[int, bool, MissionAnswers]], path: Path) -> Path:
                 "best blind": [max((row.scores.get(s) or 0.0) for s in BLIND) for row in rows],
                 "recall@k": [row.recall for row in rows],
             }
-            for (label, y), colour in zip(series.items(), ("C0", "C2", "C3", "C7"), strict=True):
+            if runs[0].lm:
+                series["reasoner LM"] = [row.scores.get(LM) for row in rows]
+            for (label, y), colour in zip(series.items(), ("C0", "C2", "C3", "C7", "C1"), strict=False):
                 ax.plot(x, y, style, color=colour, marker="o", label=f"{label}, seed {seed}")
         ax.set_xscale("log")
         ax.set_xticks([r.minutes for _, _, r in results], [f"{r.minutes:g}" for _, _, r in results])
@@ -176,19 +190,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=float, nargs="+", default=[5, 20, 60, 120], help="minutes")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the first is the choice seed")
     parser.add_argument("--questions-per-kind", type=int, default=40)
-    parser.add_argument("--min-per-kind", type=int, default=40,
-                        help="more missions of a seed's group while a kind has fewer questions (40)")
+    parser.add_argument(
+        "--min-per-kind",
+        type=int,
+        default=40,
+        help="more missions of a seed's group while a kind has fewer questions (40)",
+    )
     parser.add_argument("--most-missions", type=int, default=6, help="missions per length and seed, most (6)")
     parser.add_argument("--missions", type=Path, default=Path("out/missions/bench"))
     parser.add_argument("--out", type=Path, default=Path("out/mission_benchmark"))
-    parser.add_argument("--describe-candidates", action="store_true",
-                        help="describe every 1 fps candidate (memory.describe_candidates)")
+    parser.add_argument(
+        "--lm",
+        help="a reasoner LM (directory or name) to answer too: question-only and full "
+        "prompt (its rows beside the oracle and blind rows)",
+    )
+    parser.add_argument(
+        "--lm-questions",
+        type=int,
+        default=0,
+        help="the LM answers the first N questions of each mission (0: all)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=320, help="the LM's completion limit")
+    parser.add_argument(
+        "--describe-candidates",
+        action="store_true",
+        help="describe every 1 fps candidate (memory.describe_candidates)",
+    )
     args = parser.parse_args(argv)
     if len(args.seeds) < 2:
         parser.error("--seeds needs two at least: the blind rules are chosen on the other seeds' missions")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.perf_counter()
     embedder = E5Embedder()
+    lm = ModelConfig(model=args.lm, max_new_tokens=args.max_new_tokens) if args.lm else None
+    config = MissionAnswersConfig(lm=lm, lm_questions=args.lm_questions)
     results: list[tuple[int, bool, MissionAnswers]] = []
     for minutes in args.lengths:
         per_kind = args.questions_per_kind
@@ -202,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             evaluated = []
             for directory in directories:
                 store = build_store(directory, embedder, candidates=args.describe_candidates)
+                pipeline = load_pipeline(directory, config)  # None without --lm
                 with ReadOnlyMemory(store) as memory:
-                    evaluated.append(evaluate_mission(directory, memory, embedder, calibration=calibration))
+                    evaluated.append(
+                        evaluate_mission(directory, memory, embedder, config, pipeline, calibration)
+                    )
             result = pooled(evaluated)
             results.append((seed, seed != args.seeds[0], result))
             logger.info("%g min, seed %d: %d missions, %d questions", minutes, seed, len(directories),
