@@ -1,4 +1,4 @@
-"""Mission questions as training rows, put as the node puts them (data/mission_dataset.py)."""
+"""Mission questions as training rows, put as the node puts them (eval/mission_dataset.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-from embodied_r_training.data.mission_dataset import (
+from embodied_r_training.data.schema import COLUMNS, read_split
+from embodied_r_training.eval.mission_dataset import (
     FIRST_SEED,
     GROUND_TRUTH,
     MissionDataConfig,
     build_mission_dataset,
     mission_seeds,
 )
-from embodied_r_training.data.schema import COLUMNS, read_split
 from embodied_r_training.tasks.mission.oracle import mission_oracle
 from synth_helpers import SHORT_MISSION
 

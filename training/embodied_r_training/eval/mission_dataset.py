@@ -4,7 +4,8 @@ The reasoner learns the synth tasks from 20-second scenes; a mission question ("
 pass?", "where was the lamp when I last saw it?") reaches it differently: the memory's search retrieves
 key frames from hours of stored frames, their descriptions carry the mission time and place, and a count's
 prompt carries the sightings tally. This module writes such questions as a data set of ``embodied-r
-prepare``'s columns (:mod:`.schema`), so the reasoner's SFT and GRPO can mix them in:
+prepare``'s columns (:mod:`..data.schema`), so the reasoner's SFT and GRPO can mix them in. It lives
+with the evaluation because it puts each question exactly as the mission yardstick does:
 
     missions (synth.mission_writer) -> each mission's memory store (eval.mission_store, as the node
     writes it while replaying the bag) -> every labelled question's prompt over the key frames the search
@@ -31,7 +32,12 @@ from embodied_r_ros.question_file import Question
 from embodied_r_ros.reasoning.answers import mean_relative_accuracy
 from embodied_r_ros.reasoning.prompts import PROMPT_VERSION
 
-from ..eval.mission_answers import (
+from ..data.schema import make_record, write_split
+from ..rl.warm_start import TRACE_MIN_MRA
+from ..synth.mission import MissionConfig
+from ..synth.mission_writer import write_mission
+from ..tasks.mission.oracle import mission_oracle
+from .mission_answers import (
     RETRIEVED,
     MissionAnswersConfig,
     MissionPrompter,
@@ -39,12 +45,7 @@ from ..eval.mission_answers import (
     oracle_completions,
     record,
 )
-from ..eval.mission_store import build_store
-from ..rl.warm_start import TRACE_MIN_MRA
-from ..synth.mission import MissionConfig
-from ..synth.mission_writer import write_mission
-from ..tasks.mission.oracle import mission_oracle
-from .schema import make_record, write_split
+from .mission_store import build_store
 
 logger = logging.getLogger(__name__)
 
