@@ -155,8 +155,9 @@ class MemoryDescriber:
         return len(keyframes)
 
     def backlog(self) -> int:
-        """Key frames of the current timeline still without a committed question-agnostic description (a
-        query; descriptions written in the last half second may still count)."""
+        """Key frames (with ``candidates``: stored candidates) of the current timeline still without a
+        committed question-agnostic description (a query; descriptions written in the last half second may
+        still count)."""
         try:
             return self.memory.undescribed_count(self.candidates)
         except MemoryStoreError:

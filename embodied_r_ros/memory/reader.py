@@ -184,23 +184,14 @@ class MemoryReader:
         not) of the current timeline that have no question-agnostic description yet, newest first (what a
         robot is asked about most)."""
         timeline = self.status().timeline
-        rows = self._read(
-            f"SELECT stamp_ns FROM frames f WHERE timeline = ? {_kept(candidates)} AND NOT EXISTS (SELECT 1 "
-            "FROM descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
-            "d.question_agnostic = 1) ORDER BY stamp_ns DESC LIMIT ?",
-            (timeline, int(limit)),
-        )
+        query = f"SELECT stamp_ns {_undescribed(candidates)} ORDER BY stamp_ns DESC LIMIT ?"
+        rows = self._read(query, (timeline, int(limit)))
         return timeline, [int(r[0]) for r in rows]
 
     def undescribed_count(self, candidates: bool = False) -> int:
         """How many key frames (``candidates``: stored candidates) of the current timeline wait for a
         question-agnostic description."""
-        rows = self._read(
-            f"SELECT COUNT(*) FROM frames f WHERE timeline = ? {_kept(candidates)} AND NOT EXISTS (SELECT 1 "
-            "FROM descriptions d WHERE d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND "
-            "d.question_agnostic = 1)",
-            (self.status().timeline,),
-        )
+        rows = self._read(f"SELECT COUNT(*) {_undescribed(candidates)}", (self.status().timeline,))
         return int(rows[0][0])
 
     def search(
@@ -238,6 +229,11 @@ class MemoryReader:
         return sorted(best.values(), key=lambda h: -h.score)[:k]
 
 
-def _kept(candidates: bool) -> str:
-    """The describer's row filter: every stored candidate, or the key frames only."""
-    return "" if candidates else "AND kept = 1"
+def _undescribed(candidates: bool) -> str:
+    """FROM and WHERE of the describer's backlog (one parameter: the timeline): the stored frames of the
+    timeline, key frames only unless ``candidates``, without a question-agnostic description."""
+    kept = "" if candidates else "AND kept = 1"
+    return (
+        f"FROM frames f WHERE timeline = ? {kept} AND NOT EXISTS (SELECT 1 FROM descriptions d WHERE "
+        "d.timeline = f.timeline AND d.stamp_ns = f.stamp_ns AND d.question_agnostic = 1)"
+    )

@@ -491,7 +491,7 @@ def main() -> int:
         evals = {k: evaluate(out, test, k, systems[k](), flags, stages, kept, ids) for k in chosen}
         if set(chosen) != set(systems):  # a partial run: each row's metrics, no table
             for k, directory in evals.items():
-                print(k, (Path(directory) / "metrics.json").read_text()[:2000])
+                print(k, json.loads((Path(directory) / "metrics.json").read_text())["overall"])
             return 0
         loaded = {k: load_run(f"{LABELS[k]}={evals[k]}") for k in LABELS}
         result = compare(list(loaded.values()), [LABELS["sft"], LABELS["options_only"]],

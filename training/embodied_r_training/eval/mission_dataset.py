@@ -37,12 +37,12 @@ from ..rl.warm_start import TRACE_MIN_MRA
 from ..synth.mission import MissionConfig
 from ..synth.mission_writer import write_mission
 from ..tasks.mission.oracle import mission_oracle
+from ..tasks.task import Answer
 from .mission_answers import (
     RETRIEVED,
     MissionAnswersConfig,
     MissionPrompter,
     mission_questions,
-    oracle_completions,
     record,
 )
 from .mission_store import build_store
@@ -85,13 +85,9 @@ def mission_seeds(config: MissionDataConfig) -> list[tuple[float, int]]:
     return pairs
 
 
-def oracle_is_right(user: str, question: Question) -> bool:
-    """Whether the mission oracle, reading only the prompt ``user``, gives ``question``'s answer: the
-    letter, or a number with an MRA of at least :data:`~..rl.warm_start.TRACE_MIN_MRA` (the bar a trace
-    passes to be taught)."""
-    answer = mission_oracle(user).answer
-    if answer is None:
-        return False
+def is_right(answer: Answer, question: Question) -> bool:
+    """Whether ``answer`` is ``question``'s: the letter, or a number with an MRA of at least
+    :data:`~..rl.warm_start.TRACE_MIN_MRA` (the bar a trace passes to be taught)."""
     if question.options:
         return str(answer) == str(question.answer)
     return mean_relative_accuracy(float(answer), float(question.answer)) >= TRACE_MIN_MRA
@@ -107,11 +103,12 @@ def mission_rows(mission: Path, embedder: TextEmbedder, split: str, report: Miss
         for labelled in mission_questions(mission):
             question = labelled.question
             prompt = prompter.prompt(labelled, RETRIEVED)
-            completions, abstained = oracle_completions([prompt])
-            if not completions[0]:  # no key frame, or a prompt that does not determine the answer
-                report.left_out[abstained[0] or "the oracle abstained"] += 1
+            result = mission_oracle(prompt.user) if prompt.messages else None
+            if result is None or result.answer is None:  # no key frame, or a prompt that does not decide it
+                reason = prompt.error if result is None else result.abstained
+                report.left_out[reason or "the oracle abstained"] += 1
                 continue
-            if not oracle_is_right(prompt.user, question):  # the retrieved frames miss part of the evidence
+            if not is_right(result.answer, question):  # the retrieved frames miss part of the evidence
                 report.left_out["the retrieved key frames give another answer"] += 1
                 continue
             row = record(question, prompt)

@@ -64,7 +64,6 @@ def shared_prompt_logps(
     backbone, head = causal_lm.base_model, causal_lm.get_output_embeddings()
     logps = torch.empty(completions.shape, dtype=torch.float32, device=input_ids.device)
     entropies = torch.empty_like(logps) if compute_entropy else None
-    logps_rows: list[tuple[list[int], torch.Tensor, torch.Tensor | None]] = []
     for prompt, rows in group_rows(prompt_ids, prompt_mask).items():
         if not prompt:
             raise ValueError("a GRPO row with an empty prompt: the loss pass needs at least one prompt token")
@@ -82,15 +81,11 @@ def shared_prompt_logps(
             if compute_entropy:  # a metric and a mask only, as in TRL: no gradient
                 with torch.no_grad():
                     group_entropies.append(-(log_probs.exp() * log_probs).sum(-1))
-        logps_rows.append(
-            (rows, torch.stack(group_logps), torch.stack(group_entropies) if compute_entropy else None)
-        )
-    # Scatter back in row order (index_put keeps the autograd graph of every group).
-    for rows, group_logps, group_entropies in logps_rows:
+        # Back into row order (the out-of-place index_put keeps each group's autograd graph).
         index = torch.tensor(rows, device=input_ids.device)
-        logps = logps.index_put((index,), group_logps)
-        if entropies is not None and group_entropies is not None:
-            entropies = entropies.index_put((index,), group_entropies)
+        logps = logps.index_put((index,), torch.stack(group_logps))
+        if entropies is not None:
+            entropies = entropies.index_put((index,), torch.stack(group_entropies))
     return logps, entropies
 
 
