@@ -156,6 +156,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds to wait for the describer's backlog to reach 0 (900)",
     )
     parser.add_argument("--max-new-tokens", type=int, default=16, help="the tiny LM's lm.max_new_tokens")
+    parser.add_argument(
+        "--describe-candidates",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="set the node's memory.describe_candidates (default: the node's own default)",
+    )
     parser.add_argument("--history-s", type=float, default=600.0, help="the node's buffer.history_s (600)")
     parser.add_argument("--models-dir", type=Path, default=None, help="tiny models (built when missing)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -242,6 +248,8 @@ def node_overrides(mission_dir: Path, mission: dict, odometry: str, models: Path
         "camera.qos": "reliable", "pose.source": "odometry", "pose.topic": odometry,
         "buffer.history_s": float(args.history_s),
         "memory.enabled": True, "memory.path": str(store), "memory.describe": True,
+        **({} if args.describe_candidates is None
+           else {"memory.describe_candidates": args.describe_candidates}),
     }  # fmt: skip
 
 
@@ -853,6 +861,7 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
             "store_mb": round(size, 2),
             "store_mb_per_mission_hour": round(size / minutes * 60, 1),
             **held,
+            "describe_candidates": args.describe_candidates,  # None: the node's default
             "keyframes": final.keyframes,
             "described": final.described,
             "describer_backlog_end_of_replay": at_end.describer_backlog,

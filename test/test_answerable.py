@@ -73,9 +73,11 @@ def test_the_oracle_answers_every_prepared_question_from_its_prompt(prepared: di
 # scene.json, generation.json) and the oracle's reasoning and answer for every prepared prompt. Kept training
 # results are keyed by these bytes (their data, and their SFT targets: the oracle's traces), so a change that
 # alters them must do it on purpose: it updates these digests and says why (kept results are recomputed).
-# Traces changed on purpose for issue 42: values copied first, one step a line, the letter last.
+# Traces changed on purpose for issue 42: values copied first, one step a line, the letter last; then the
+# option lookup a line per option and relative_distance's gaps and squared sums (the SFT reasoner copied
+# the letter of another option's line, and a whole 3-D distance in one step was beyond it).
 SYNTH_DIGEST = "1b2579fb2375dd973b16e8cf03518df82fa55539024142d6b1e30e8f6d6bc9d8"
-TRACES_DIGEST = "59a392016d10ca62852bf5241d1cee7d95e021fb96f223571921ca90b6f7fffd"
+TRACES_DIGEST = "73d4416657cf50ef2b8bdfd2d6d201379923f4435e58f103864a98578ebbc510"
 
 
 def test_synth_output_and_oracle_traces_stay_the_same(prepared: dict[str, Path]) -> None:

@@ -436,3 +436,49 @@ def test_a_lenient_reading_needs_no_answer_tags() -> None:
     assert summary == {"mc": 0.5, "numeric": 1.0, "n_mc": 2, "n_numeric": 1}
     predictions = grade_records(records, ["so B", "<answer>A</answer>", "about 2 m"])
     assert [p.score for p in predictions] == [0.0, 0.0, 0.0]  # the scores still read the tags only
+
+
+def test_an_interrupted_model_row_resumes_with_what_it_had_generated(
+    dataset, tiny_models_dir, tmp_path, monkeypatch
+) -> None:
+    import embodied_r_training.eval.evaluate as evaluate
+    from embodied_r_training.eval.partial import PARTIAL_FILE
+
+    generate, asked = evaluate._generate, []
+
+    def counted(backend, requests):
+        asked.append(len(requests))
+        if fail_at is not None and len(asked) == fail_at:
+            raise KeyboardInterrupt  # as a session's end cuts a run off
+        return generate(backend, requests)
+
+    monkeypatch.setattr(evaluate, "_generate", counted)
+    base = ["eval", str(dataset), "--system", "untrained", "--lm", str(tiny_models_dir / "lm")]
+    base.append("--no-consistency")
+    flags = ["--device", "cpu", "--max-new-tokens", "12", "--batch-size", "2", "--no-progress"]
+    records = _records(dataset / "test.jsonl")
+    assert len(records) > 2
+    fail_at = None
+    assert main([*base, "--out", str(tmp_path / "whole"), *flags]) == 0
+    whole = (tmp_path / "whole" / "predictions.jsonl").read_text()
+    assert not (tmp_path / "whole" / PARTIAL_FILE).exists()  # a finished run leaves no partial file
+
+    asked.clear()
+    fail_at = 2  # the first batch of 2 is generated and kept, the second is cut off
+    assert main([*base, "--out", str(tmp_path / "cut"), *flags]) == 130  # the CLI's exit on Ctrl-C
+    assert (tmp_path / "cut" / PARTIAL_FILE).is_file()
+    asked.clear()
+    fail_at = None
+    assert main([*base, "--out", str(tmp_path / "cut"), *flags]) == 0
+    assert sum(asked) == len(records) - 2  # only what was missing
+    assert (tmp_path / "cut" / "predictions.jsonl").read_text() == whole
+
+    # Another evaluation into the same folder (another completion limit) does not take those completions.
+    asked.clear()
+    fail_at = 2
+    assert main([*base, "--out", str(tmp_path / "other"), *flags]) == 130
+    asked.clear()
+    fail_at = None
+    longer = [f if f != "12" else "13" for f in flags]
+    assert main([*base, "--out", str(tmp_path / "other"), *longer]) == 0
+    assert sum(asked) == len(records)

@@ -38,6 +38,13 @@ def test_the_concluded_option_is_the_option_the_reasoning_names_last() -> None:
         == "B"
     )
     assert concluded_option("That is option D.", ["left", "right", "up", "down"]) == "D"
+    # The option lookup's lines are read past: the conclusion before them decides, so a "yes" on
+    # another option's line is a disagreement the goal counts.
+    quadrants = ["front-left", "back-left", "back-right"]
+    lookup = "So the bed is back-left.\nA. front-left: no.\nB. back-left: yes."
+    assert concluded_option(lookup, quadrants) == "B"
+    wrong = "So the bed is back-left.\nA. front-left: no.\nB. back-left: no.\nC. back-right: yes."
+    assert concluded_option(wrong, quadrants) == "B"
     assert concluded_option("No idea.", OPTIONS) is None
 
 

@@ -59,7 +59,15 @@ def test_order_of_first_appearance_from_the_key_frames() -> None:
     frames = [f"I see {CHAIR}. {LEGEND}", f"First seen: {TABLE}.", f"First seen: {SOFA}."]
     think, answer = oracle_trace(prompt(frames, question, options))
     assert answer == "D" and "The blue table is first seen in frame 1." in think
-    assert "red chair, blue table, green sofa is option D." in think
+    # The order concluded, then the options checked a line each up to the one that reads it.
+    lookup = (
+        "So the order is red chair, blue table, green sofa.\n"
+        "A. blue table, red chair, green sofa: no.\n"
+        "B. red chair, green sofa, blue table: no.\n"
+        "C. green sofa, red chair, blue table: no.\n"
+        "D. red chair, blue table, green sofa: yes."
+    )
+    assert think.endswith(lookup)
     swapped = [f"I see {CHAIR}. {LEGEND}", f"First seen: {SOFA}.", f"First seen: {TABLE}."]
     assert oracle_answer(prompt(swapped, question, options)) == "B"
     # Two first appearances at one key frame: the order between them is not in the text.
@@ -82,6 +90,12 @@ def test_directions_and_nearest_objects_from_the_positions() -> None:
         "table or the green sofa?"
     )
     assert oracle_answer(prompt(scene(), closest, ("blue table", "green sofa"))) == "B"  # 2.83 m vs 3.16 m
+    # Each candidate's gaps, their squares and the sum on one line; the smallest sum; the lookup.
+    think, _ = oracle_trace(prompt(scene(), closest, ("blue table", "green sofa")))
+    sofa = "The green sofa at (4, -2, 0.42): gaps 2.00, 2.00, 0.03; squared 4.00 + 4.00 + 0.00 = 8.00."
+    assert sofa in think
+    lookup = "The smallest sum is 8.00: the green sofa.\nA. blue table: no.\nB. green sofa: yes."
+    assert think.endswith(lookup)
     far_sofa = SOFA.replace("(4.00, -2.00", "(6.00, -2.00")
     assert oracle_answer(prompt(scene(sofa=far_sofa), closest, ("blue table", "green sofa"))) == "A"
 
@@ -139,7 +153,8 @@ def test_traces_copy_the_values_then_take_one_step_a_line_then_name_the_letter()
     assert "Facing: (4 - 2, -2 - 0) = (2, -2)\nTarget: (1 - 2, 3 - 0) = (-1, 3)" in think
     assert "Ahead: 2 x (-1) + -2 x 3 = -2.00 - 6.00 = -8.00, so back." in think
     assert "Left: 2 x 3 - -2 x (-1) = 6.00 - 2.00 = 4.00, so left." in think
-    assert think.endswith("back-left is option C.") and answer == "C"
+    lookup = "So the blue table is back-left.\nA. front-left: no.\nB. front-right: no.\nC. back-left: yes."
+    assert think.endswith(lookup) and answer == "C"
 
 
 def test_room_size_from_its_sides() -> None:

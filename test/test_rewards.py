@@ -396,6 +396,13 @@ def test_references_by_position_are_hidden() -> None:
     )
 
 
+def test_option_lookup_lines_are_removed_whole() -> None:
+    # A mask per lookup line would still say by its place which option said yes: the lines go, the
+    # evidence stays, and the conclusion's name is hidden as any conclusion's is.
+    lookup = "\nThe nearest is the red door.\nA. green bed: no.\nb) red door: Yes\n"
+    assert _mask(EVIDENCE + lookup, "B", "B", NAMES) == f"{EVIDENCE}\nThe nearest is [hidden].\n\n\n"
+
+
 def test_rounded_numbers_are_hidden_but_derivations_stay() -> None:
     # 2.13: "2.1", "2.1 m", "213 cm" restate it; "2" (6 % off) and the parts 1.20 and 0.93 stay.
     think = "I walked 1.20 m, then 0.93 m: 2.13 m, so 2.1, i.e. 2.1 m or 213 cm; roughly 2 m."

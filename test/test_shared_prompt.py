@@ -95,6 +95,22 @@ def test_one_pass_per_prompt_gives_trl_log_probs_entropies_and_gradients(
         torch.testing.assert_close(ours[2][name], grad, rtol=1e-3, atol=1e-5, msg=name)
 
 
+def test_one_token_completions_are_predicted_from_the_prompt_alone(
+    tiny_models_dir: Path, tiny_dataset: Path, tmp_path: Path
+) -> None:
+    # A micro-batch whose completions are one token long (an answer cut at once) has no completion
+    # tokens to run after the prompt: the pass must still give TRL's log-probabilities and gradients.
+    trainer = _trainer(tiny_models_dir, tiny_dataset, tmp_path / "run")
+    input_ids, attention_mask, keep = _batch(trainer.model.config.vocab_size)
+    cut = input_ids.size(1) - keep + 1
+    batch = (input_ids[:, :cut], attention_mask[:, :cut], 1)
+    ours = _pass(trainer, SharedPromptGRPOTrainer._get_per_token_logps_and_entropies, batch)
+    trls = _pass(trainer, GRPOTrainer._get_per_token_logps_and_entropies, batch)
+    torch.testing.assert_close(ours[0], trls[0], rtol=1e-4, atol=1e-4)
+    for name, grad in trls[2].items():
+        torch.testing.assert_close(ours[2][name], grad, rtol=1e-3, atol=1e-5, msg=name)
+
+
 def test_rows_are_grouped_by_their_prompt_without_padding() -> None:
     prompt_ids = torch.tensor([[0, 7, 8], [5, 7, 8], [9, 7, 8], [0, 0, 4]])
     prompt_mask = torch.tensor([[0, 1, 1], [0, 1, 1], [1, 1, 1], [0, 0, 1]])

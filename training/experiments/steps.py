@@ -121,6 +121,7 @@ EVALUATOR_CODE = (
     "embodied_r_training.eval.evaluate",
     "embodied_r_training.eval.stats",
     "embodied_r_training.eval.lenient",  # model rows' answers read without tags, beside their scores
+    "embodied_r_training.eval.partial",  # completions kept as generated (an interrupted row resumes)
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.restatements",
     "embodied_r_ros.reasoning.answers",

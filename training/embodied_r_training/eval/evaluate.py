@@ -40,6 +40,9 @@ Output directory::
     predictions.jsonl  id, task, form, solution, completion, answer, score, format, consistency, length,
                        rule (what a program answered by, e.g. the constant's statistic)
     per_task.png       bars per task (plots.py); rewards.png / length.png with ``--train-log``
+
+A model row keeps its completions as it goes (:mod:`.partial`): run the same command again after an
+interruption and it generates only what is missing.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from ..rl.rewards import (
     grade_batch,
 )
 from .lenient import lenient_summary
+from .partial import PartialCompletions, files_signature, ids_digest
 from .stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
@@ -639,12 +643,18 @@ def _keyframe_images(reader: BagReader, record: dict[str, Any]) -> list[Any]:
 
 
 def _generate_all(
-    backend: GenerationBackend, requests: Iterator[tuple[int, ChatRequest]], n: int, config: EvalConfig
+    backend: GenerationBackend,
+    requests: Iterator[tuple[int, ChatRequest]],
+    n: int,
+    config: EvalConfig,
+    partial: PartialCompletions | None = None,
 ) -> dict[int, tuple[str, int | None]]:
-    """(completion, generated tokens or None) by record index, ``config.batch_size`` requests per call."""
-    completions: dict[int, tuple[str, int | None]] = {}
+    """(completion, generated tokens or None) by record index, ``config.batch_size`` requests per call;
+    with ``partial``, the records it holds are not generated again and each batch is kept there."""
+    completions: dict[int, tuple[str, int | None]] = dict(partial.done) if partial is not None else {}
     batch: list[tuple[int, ChatRequest]] = []
-    bar = tqdm(total=n, desc=config.system, unit="record", disable=not config.progress)
+    bar = tqdm(total=n, initial=len(completions), desc=config.system, unit="record",
+               disable=not config.progress)  # fmt: skip
 
     def flush() -> None:
         texts, lengths = _generate(backend, [request for _, request in batch])
@@ -652,11 +662,15 @@ def _generate_all(
             raise RuntimeError(f"backend returned {len(texts)} completions for {len(batch)} requests")
         for k, ((i, _), text) in enumerate(zip(batch, texts, strict=True)):
             completions[i] = (text, lengths[k] if lengths is not None else None)
+        if partial is not None:
+            partial.append([(i, *completions[i]) for i, _ in batch])
         bar.update(len(batch))
         batch.clear()
 
     try:
         for item in requests:
+            if item[0] in completions:  # generated before an interruption
+                continue
             batch.append(item)
             if len(batch) >= config.batch_size:
                 flush()
@@ -664,7 +678,25 @@ def _generate_all(
             flush()
     finally:
         bar.close()
+        if partial is not None:
+            partial.close()
     return completions
+
+
+def _partial(config: EvalConfig, records: Sequence[dict[str, Any]]) -> PartialCompletions:
+    """The kept completions of this evaluation (:mod:`.partial`), keyed by what generates them."""
+    models = [m for m in (config.lm, config.vlm) if m is not None]
+    header = {
+        "system": config.system,
+        "models": [asdict(m) for m in models],
+        "files": [[files_signature(m.model), files_signature(m.transformers.adapter)] for m in models],
+        "dataset": str(config.dataset),
+        "split": config.split,
+        "ids": ids_digest(str(r["id"]) for r in records),
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+    }
+    return PartialCompletions(config.out, header)
 
 
 @dataclass
@@ -706,8 +738,9 @@ def run_eval(config: EvalConfig) -> EvalResult:
         backend = _load(config.lm, vision=False)
         requests = (_question_only_requests if system == "question-only" else _reasoner_requests)(records)
     open_backends = [backend]
+    partial = _partial(config, records)
     try:
-        by_index = _generate_all(backend, requests, len(records), config)
+        by_index = _generate_all(backend, requests, len(records), config, partial)
         done = [records[i] for i in sorted(by_index)]
         completions = [by_index[i][0] for i in sorted(by_index)]
         tokens = [by_index[i][1] for i in sorted(by_index)]
@@ -734,6 +767,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     metrics = summarize(predictions, **info, lenient=lenient_summary(done, completions))
     result = EvalResult(metrics, predictions, skipped)
     result.files = write_outputs(config, result)
+    partial.remove()
     return result
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from embodied_r_ros.reasoning.answers import parse_completion
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 
+from ..tasks.reading import OPTION_LOOKUP
 from .compare import MC, NUMERIC, Run, best_blind, best_blind_scores, task_key
 
 # Tasks whose answer combines values from more than one key frame (the oracle adds, subtracts, multiplies).
@@ -59,7 +60,10 @@ class GoalCheck:
 
 def concluded_option(think: str, options: Sequence[str]) -> str | None:
     """The letter of the option the reasoning ends on: the option whose text it names last (the longest of
-    those ending at the same place), else the last "option X" it writes; None when it names neither."""
+    those ending at the same place), else the last "option X" it writes; None when it names neither.
+    The option lookup's lines ("A. red bed: no.", "B. green bed: yes.") are the lookup, not the
+    conclusion: they are read past, so the letter is checked against what the reasoning concluded."""
+    think = OPTION_LOOKUP.sub("", think)
     lowered = think.lower()
     best: tuple[int, int, int] | None = None  # (end, length, index)
     for i, text in enumerate(options):

@@ -10,6 +10,8 @@ read it to check the reasoning.
 Multiple choice (:func:`hide_option_statements`), every option alike (hiding only the policy's option
 would point at it):
 
+0. the option lookup's lines ("A. red bed: no.", "B. green bed: yes.", :data:`~..tasks.reading.OPTION_LOOKUP`)
+   are removed whole: a masked line per option would still tell by its place which one said yes;
 1. option letters, any case: "B", "(b)", "b)", "so it is b", "option a" (not the B of "Bed" or "B2",
    nor "e.g."). A capital letter is hidden wherever it stands alone (also the article "A": hiding it
    loses nothing); a lower-case "a" or "i" only where it cannot be the English word, i.e. not before
@@ -58,6 +60,8 @@ from dataclasses import dataclass
 
 from embodied_r_ros.reasoning.answers import extract_number
 from embodied_r_ros.reasoning.options import OPTION_LETTERS
+
+from ..tasks.reading import OPTION_LOOKUP
 
 # What the reference reads in place of a restatement of the answer.
 ANSWER_MASK = "[hidden]"
@@ -429,8 +433,9 @@ def _hide_in_conclusions(think: str, names: re.Pattern[str] | None, amounts: set
 
 def hide_option_statements(think: str, options: Sequence[str]) -> str:
     """``think`` with every restatement of any option hidden: its texts, letters and positions (rules
-    1-4 of the module docstring, applied in the order 3, 2, 1, 4, so that a hidden letter or position
+    0-4 of the module docstring, applied in the order 0, 3, 2, 1, 4, so that a hidden letter or position
     is no number that makes a segment evidence)."""
+    think = OPTION_LOOKUP.sub("", think)
     texts = option_texts(options)
     marked = _marked_pattern([t for t in texts if not is_plain_name(t)])
     if marked is not None:

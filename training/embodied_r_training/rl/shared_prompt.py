@@ -68,12 +68,13 @@ def shared_prompt_logps(
         if not prompt:
             raise ValueError("a GRPO row with an empty prompt: the loss pass needs at least one prompt token")
         prefix = backbone(input_ids=torch.tensor([prompt], device=input_ids.device), use_cache=True)
-        cache = prefix.cache
-        cache.batch_repeat_interleave(len(rows))  # differentiable: the rows' gradients sum into the prompt
         # Completion token j is predicted from position j - 1: the prompt's last state, then the completion's.
-        body = backbone(input_ids=completions[rows, :-1], cache=cache, use_cache=True)
-        last = prefix.last_hidden_state[:, -1:].expand(len(rows), -1, -1)
-        hidden = torch.cat([last, body.last_hidden_state], dim=1)
+        hidden = prefix.last_hidden_state[:, -1:].expand(len(rows), -1, -1)
+        if completion_length > 1:  # a one-token completion is predicted from the prompt alone
+            cache = prefix.cache
+            cache.batch_repeat_interleave(len(rows))  # differentiable: the rows' gradients sum into the prompt
+            body = backbone(input_ids=completions[rows, :-1], cache=cache, use_cache=True)
+            hidden = torch.cat([hidden, body.last_hidden_state], dim=1)
         group_logps, group_entropies = [], []
         for i, row in enumerate(rows):  # one row's logits at a time: (completion, vocabulary) floats
             log_probs = (head(hidden[i]).float() / temperature).log_softmax(-1)

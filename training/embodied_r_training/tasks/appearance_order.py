@@ -44,7 +44,7 @@ def generate(ctx: SceneContext) -> list[Draft]:
 
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     """The objects sorted by the key frame that first shows them: each one's frame copied, then the
-    order."""
+    order, then the option lookup."""
     listed = names(match.group(1))
     frames = {name: sighting(reading, name).frame for name in listed}
     if len(set(frames.values())) < len(listed):
@@ -52,6 +52,7 @@ def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     order = sorted(listed, key=frames.__getitem__)
     lines = [f"The {name} is first seen in frame {frames[name]}." for name in listed]
     lines.append("By frame: " + ", ".join(f"{name} ({frames[name]})" for name in order) + ".")
+    lines.append(f"So the order is {', '.join(order)}.")
     sentence, letter = option_equal(reading, ", ".join(order))
     return "\n".join([*lines, sentence]), letter
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
@@ -25,6 +25,10 @@ Position = tuple[float, float, float]
 _NUMBER = r"-?\d+(?:\.\d+)?"
 FRAME = re.compile(r"^Frame (\d+): (?:After (.*?), Observe: |Observe: )(.*)$")
 _OPTION = re.compile(rf"^({LETTER})\. (.*)$")
+# A line of the option lookup (:func:`option_lookup`): "B. green bed: yes." (any case, as a policy writes it).
+OPTION_LOOKUP = re.compile(
+    r"^[ \t]*[A-Za-z][.)][ \t]+.*:[ \t]*(?:yes|no)\.?[ \t]*$", re.MULTILINE | re.IGNORECASE
+)
 LIST = re.compile(r"(?:I see|First seen:) (.*?)\.(?= [A-Z]|$)")  # up to the next sentence
 OBJECT = re.compile(
     rf"^(?P<name>[a-z][a-z ]*?) (?:ahead-left|ahead-right|ahead|left|right)(?: below| above)?, (?:near|far), "
@@ -204,14 +208,28 @@ def distance_steps(a: tuple[float, ...], b: tuple[float, ...]) -> list[str]:
     return lines
 
 
-def option_equal(reading: Reading, text: str) -> tuple[str, str]:
-    """The closing line naming the option whose text is ``text`` ("green bed is option C."), and its
-    letter: the conclusion first, then the letter, so the letter is a lookup of text just written."""
-    for i, option in enumerate(reading.options):
+def option_lookup(options: Sequence[str], text: str) -> tuple[str, str]:
+    """The option lookup after a conclusion ``text``: the options copied one a line, each checked against
+    ``text``, up to the one that reads it ("A. red bed: no.", "B. green bed: yes."), and its letter.
+
+    A line per option keeps each step a copy and a comparison, and puts the letter beside its "yes": a
+    one-line lookup ("green bed is option C.") asks a small model to find the letter that precedes a text
+    in the prompt, and it copied the letter of another line in a quarter of its answers (issue 42).
+    The lines match :data:`OPTION_LOOKUP`, so the goals and the consistency judge can tell them apart
+    from the conclusion."""
+    lines = []
+    for i, option in enumerate(options):
+        letter = OPTION_LETTERS[i]
         if option == text:
-            letter = OPTION_LETTERS[i]
-            return f"{text} is option {letter}.", letter
+            lines.append(f"{letter}. {option}: yes.")
+            return "\n".join(lines), letter
+        lines.append(f"{letter}. {option}: no.")
     raise Unanswerable(f"no option reads {text!r}")
+
+
+def option_equal(reading: Reading, text: str) -> tuple[str, str]:
+    """:func:`option_lookup` over the prompt's options."""
+    return option_lookup(reading.options, text)
 
 
 def _first_number(text: str) -> str | None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from ..reading import option_lookup
 from ..task import Answer, QuestionTask, Template, Unanswerable
 from .context import Evidence, MissionContext, MissionDraft
-from .reading import MissionReading, first_frames, letter_of
+from .reading import MissionReading, first_frames
 
 NAME = "mission_first_seen"
 TEMPLATE = Template("Which did I see first: the {} or the {}?")
@@ -31,16 +32,16 @@ def generate(m: MissionContext) -> list[MissionDraft]:
 
 
 def solve(reading: MissionReading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The name whose first listing comes at the earlier key frame."""
+    """The name whose first listing comes at the earlier key frame; the option lookup."""
     names = [match.group(1), match.group(2)]
     frames = first_frames(reading, names)
     if frames[0] == frames[1]:
         raise Unanswerable("both are first described in one key frame")
     first = names[frames.index(min(frames))]
-    letter = letter_of(reading, first)
+    lookup, letter = option_lookup(reading.options, first)
     text = (
         f"The {names[0]} is first described in frame {frames[0]}, the {names[1]} in frame {frames[1]}; the "
-        f"frames run from the past to the present, so I saw the {first} first. That is option {letter}."
+        f"frames run from the past to the present, so I saw the {first} first.\n{lookup}"
     )
     return text, letter
 

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from embodied_r_ros.memory.mission_time import PLACE_PATTERN, clock_seconds
-from embodied_r_ros.reasoning.options import OPTION_LETTERS
 
 from ..reading import FRAME, listed_objects, read_prompt
 from ..task import Unanswerable
@@ -209,14 +208,6 @@ def _place(observation: str) -> Place | None:
 
 
 # ------------------------------------------------------------------------------------- solvers' steps
-
-
-def letter_of(reading: MissionReading, text: str) -> str:
-    """The letter of the option whose text is ``text``; raises when none reads so."""
-    for i, option in enumerate(reading.options):
-        if option == text:
-            return OPTION_LETTERS[i]
-    raise Unanswerable(f"no option reads {text!r}")
 
 
 def first_frames(reading: MissionReading, names: Sequence[str]) -> list[int]:
