@@ -15,7 +15,7 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    * ``sft_<env>``: SFT on the oracle's reasoning traces (``method: sft``, ``warm_start.answers: trace``),
      a LoRA adapter, merged into the base model afterwards (``runs/sft_<env>/merged``);
    * ``grpo_<env>``: GRPO from that merged model (a fresh LoRA; the reference, adapter off, is the SFT
-     model), the paper's staged rewards, rotated options, 256-token completions.
+     model), the paper's staged rewards, rotated options, 400-token completions.
    ``main`` trains on all training scenes (with ``--missions`` on mission questions too:
    :func:`mission_data`); ``ood`` on indoor only and on outdoor only.
 3. Evaluation on the held-out scenes (``embodied-r eval``, greedy): ``oracle``, ``options-only`` and
@@ -429,9 +429,11 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
 
 
 def eval_flags(args: argparse.Namespace) -> list[str]:
-    """The ``embodied-r eval`` flags every system here is evaluated with (greedy, float32 on the CPU)."""
+    """The ``embodied-r eval`` flags every system here is evaluated with: greedy, bf16 weights on the CPU
+    (the numerics the models train and sample under, bf16 autocast; as the node loads a model on a GPU).
+    Against float32: 1.4-1.5x faster decoding here, and 10 of 16 probe completions (128 tokens) alike."""
     flags = ["--device", "cpu", "--max-new-tokens", str(args.max_new_tokens), "--batch-size"]
-    return [*flags, str(args.eval_batch), "--no-progress", "--dtype", "float32"]
+    return [*flags, str(args.eval_batch), "--no-progress", "--dtype", "bfloat16"]
 
 
 # ----------------------------------------------------------------------------------------------------
