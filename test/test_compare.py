@@ -102,6 +102,10 @@ def test_compare_tables_runs_of_the_same_records(tmp_path: Path, capsys) -> None
     assert (out / "comparison.png").read_bytes().startswith(PNG)
     assert json.loads((out / "comparison.json").read_text())["records"] == {"mc": 2, "numeric": 2}
     assert "| weak |" in capsys.readouterr().out
+    assert not (out / "comparison_tasks.png").exists()  # no blind row: nothing to set the tasks against
+    blind = ["--blind", "weak", "--out", str(tmp_path / "blind")]
+    assert main(["compare", f"weak={weak}", f"strong={strong}", *blind]) == 0
+    assert (tmp_path / "blind" / "comparison_tasks.png").read_bytes().startswith(PNG)
 
 
 def test_compare_refuses_different_records_and_unknown_baselines(tmp_path: Path) -> None:

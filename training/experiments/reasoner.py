@@ -25,7 +25,8 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    makes the table with 95 % bootstrap intervals and paired differences against SFT, options-only and the
    best blind row of each task. Program rows count their completions in SmolLM2 tokens, as the models do.
 
-Writes ``OUT/tables/main/comparison.{md,json,png}``, ``OUT/tables/ood_blind.{md,json}`` (:mod:`ood_table`),
+Writes ``OUT/tables/main/comparison.{md,json,png}`` and ``comparison_tasks.png`` (per task against its best
+blind row), ``OUT/tables/ood_blind.{md,json}`` (:mod:`ood_table`),
 the GRPO curves, ``OUT/summary.json``; copies the figures to ``--figures`` (docs/figures/reasoner_*.png).
 
 Kept across machines in ``--results`` (default ``results/reasoner``, committed) by :mod:`kept`: each
@@ -537,6 +538,8 @@ def main() -> int:
             summary["shipped"] = ship(out, args.results.resolve(), runs, evals)
         args.figures.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(files[2], args.figures / "reasoner_main.png")
+        if len(files) > 3:  # each model per task beside the task's best blind row
+            shutil.copyfile(files[3], args.figures / "reasoner_tasks.png")
         print((out / "tables" / "main" / "comparison.md").read_text())
     if "ood" in parts:
         for train_env in ENVS:  # each pair is evaluated right after it trained, so its results are kept early

@@ -14,7 +14,8 @@ LABEL``. Per task and form the best blind row is the one with the best score on 
 difference per form against that composite reader, each question scored by its task's best blind row.
 Every difference is taken from the per-question scores, never from rounded figures.
 
-Writes ``comparison.md``, ``comparison.json`` and ``comparison.png`` (accuracy bars with their intervals).
+Writes ``comparison.md``, ``comparison.json``, ``comparison.png`` (accuracy bars with their intervals) and,
+with blind rows, ``comparison_tasks.png`` (each system per task beside that task's best blind row).
 Runs on different records are refused: a comparison is only meaningful on the same questions.
 """
 
@@ -312,11 +313,48 @@ def plot_comparison(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def plot_tasks_against_blind(result: dict[str, Any], path: Path) -> Path | None:
+    """Per task and form, each system that sees the descriptions (the oracle, whose 100 % is the bound,
+    left out) beside the best blind row of that task (grey, named): where a system beats a blind guess
+    and where not. None when the comparison has no blind rows."""
+    from matplotlib.figure import Figure
+
+    best = result.get("best_blind") or {}
+    if not best:
+        return None
+    shown = [s for s in result["systems"] if not s["blind"] and "oracle" not in s["label"].lower()]
+    tasks = sorted(best, key=lambda t: (not t.endswith(f"({MC})"), t))
+    bars = [(s["label"], [s["tasks"].get(t) for t in tasks]) for s in shown]
+    bars.append(("best blind row of the task", [best[t]["score"] for t in tasks]))
+    height = 0.8 / len(bars)
+    figure = Figure(figsize=(9.0, 1.0 + 0.22 * len(tasks) * len(bars)), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    colours = [f"C{i}" for i in range(len(bars) - 1)] + ["0.6"]
+    for k, ((label, scores), colour) in enumerate(zip(bars, colours, strict=True)):
+        ys = [i - 0.4 + (k + 0.5) * height for i in range(len(tasks))]
+        values = [100 * (v or 0.0) for v in scores]
+        axes.barh(ys, values, height, label=label, color=colour)
+    for i, task in enumerate(tasks):  # which blind row is the best one for this task
+        axes.text(100 * best[task]["score"] + 1, i + 0.4 - 0.5 * height, best[task]["label"], va="center",
+                  fontsize=7, color="0.35")  # fmt: skip
+    axes.set_yticks(range(len(tasks)), tasks)
+    axes.invert_yaxis()
+    axes.set_xlim(0, 115)
+    axes.set_xlabel("% (multiple choice: accuracy; numeric: MRA)")
+    axes.legend(loc="lower right", fontsize=8)
+    axes.grid(axis="x", alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
 def write_comparison(result: dict[str, Any], out: Path) -> list[Path]:
-    """comparison.json, comparison.md and comparison.png in ``out``."""
+    """comparison.json, comparison.md, comparison.png and (with blind rows) comparison_tasks.png in
+    ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "comparison.json", out / "comparison.md"]
     files[0].write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     files[1].write_text(comparison_markdown(result), encoding="utf-8")
     files.append(plot_comparison(result, out / "comparison.png"))
-    return files
+    tasks = plot_tasks_against_blind(result, out / "comparison_tasks.png")
+    return files + ([tasks] if tasks is not None else [])
