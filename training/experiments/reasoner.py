@@ -160,8 +160,9 @@ def mission_data(out: Path, train_all: Path, stages: Stages) -> Path:
     from seeds no benchmark uses, each question over the key frames the memory's search retrieves, kept
     when the mission oracle answers it from that prompt), so the reasoner learns both (issue 44, point 4).
     The blind rows stay calibrated on ``train_all``: the mission tasks are never in the held-out tables."""
-    from embodied_r_ros.memory.text_embedding import E5Embedder
     from embodied_r_training.eval.mission_dataset import build_mission_dataset
+
+    from embodied_r_ros.memory.text_embedding import E5Embedder
 
     missions = out / "data" / "train_missions"
     stages.run(

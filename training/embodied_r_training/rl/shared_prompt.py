@@ -72,7 +72,8 @@ def shared_prompt_logps(
         hidden = prefix.last_hidden_state[:, -1:].expand(len(rows), -1, -1)
         if completion_length > 1:  # a one-token completion is predicted from the prompt alone
             cache = prefix.cache
-            cache.batch_repeat_interleave(len(rows))  # differentiable: the rows' gradients sum into the prompt
+            # Differentiable: the rows' gradients sum into the prompt.
+            cache.batch_repeat_interleave(len(rows))
             body = backbone(input_ids=completions[rows, :-1], cache=cache, use_cache=True)
             hidden = torch.cat([hidden, body.last_hidden_state], dim=1)
         group_logps, group_entropies = [], []
