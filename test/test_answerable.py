@@ -75,9 +75,10 @@ def test_the_oracle_answers_every_prepared_question_from_its_prompt(prepared: di
 # alters them must do it on purpose: it updates these digests and says why (kept results are recomputed).
 # Traces changed on purpose for issue 42: values copied first, one step a line, the letter last; then the
 # option lookup a line per option and relative_distance's gaps and squared sums (the SFT reasoner copied
-# the letter of another option's line, and a whole 3-D distance in one step was beyond it).
+# the letter of another option's line, and a whole 3-D distance in one step was beyond it); then turns and
+# altitude changes summed per side, and relative_direction one product a line (its signs slipped).
 SYNTH_DIGEST = "1b2579fb2375dd973b16e8cf03518df82fa55539024142d6b1e30e8f6d6bc9d8"
-TRACES_DIGEST = "73d4416657cf50ef2b8bdfd2d6d201379923f4435e58f103864a98578ebbc510"
+TRACES_DIGEST = "d4495d79aef7098e6da0398632c685b2f52d1111a518771e45cdf87dd459157e"
 
 
 def test_synth_output_and_oracle_traces_stay_the_same(prepared: dict[str, Path]) -> None:

@@ -138,7 +138,9 @@ def test_traces_copy_the_values_then_take_one_step_a_line_then_name_the_letter()
         "left, about 15 degrees",
     )
     think, answer = oracle_trace(prompt(frames, turn, turns))
-    assert "Frame 3: -100\n90 + 5 = 95\n95 - 100 = -5\nIn total -5 deg: right 5 deg." in think
+    # Each side added up alone, then the smaller side taken from the larger: no sum crosses zero.
+    sides = "Frame 3: right 100\nLeft: 90 + 5 = 95\nRight: 100\nRight 100 - left 95 = 5\nIn total right 5 deg"
+    assert sides in think
     assert think.endswith("Options right: B 15, C 45.\nNearest to 5: right, about 15 degrees, option B.")
     distance = "How far did I travel during this clip, measured along my path, in metres?"
     think, answer = oracle_trace(prompt(frames, distance))
@@ -151,8 +153,8 @@ def test_traces_copy_the_values_then_take_one_step_a_line_then_name_the_letter()
     quadrants = ("front-left", "front-right", "back-left", "back-right")
     think, answer = oracle_trace(prompt(scene(), direction, quadrants))
     assert "Facing: (4 - 2, -2 - 0) = (2, -2)\nTarget: (1 - 2, 3 - 0) = (-1, 3)" in think
-    assert "Ahead: 2 x (-1) + -2 x 3 = -2.00 - 6.00 = -8.00, so back." in think
-    assert "Left: 2 x 3 - -2 x (-1) = 6.00 - 2.00 = 4.00, so left." in think
+    assert "Ahead: 2 x (-1) = -2.00\n-2 x 3 = -6.00\n-2.00 - 6.00 = -8.00, so back." in think
+    assert "Left: 2 x 3 = +6.00\n-2 x (-1) = +2.00\n6.00 - 2.00 = 4.00, so left." in think
     lookup = "So the blue table is back-left.\nA. front-left: no.\nB. front-right: no.\nC. back-left: yes."
     assert think.endswith(lookup) and answer == "C"
 

@@ -77,22 +77,43 @@ def _altitude_text(side: str, amount_m: float) -> str:
     return f"{side}, about {amount_m:.0f} m"
 
 
-def _cited_sum(
-    reading: Reading, amount: Callable[[PathPiece], float | None], shown: Callable[[float], str]
+def _sides_sum(
+    reading: Reading,
+    amount: Callable[[PathPiece], float | None],
+    sides: tuple[str, str],
+    shown: Callable[[float], str],
+    unit: str,
 ) -> tuple[list[str], float]:
-    """The path pieces' ``amount`` (None: the piece has none), each copied on a line ("Frame 2: +35"),
-    then added up one addition a line (:func:`~.reading.running_sum`, sums written by ``shown``); and the
-    sum."""
+    """The path pieces' signed ``amount`` (None: the piece has none; positive: ``sides[0]``), each copied
+    on a line in the prompt's words ("Frame 2: left 35"), each side added up one addition a line, then the
+    smaller side taken from the larger ("Right 198 - left 113 = 85"); and the signed sum.
+
+    No step adds numbers of opposite signs: a running sum that crosses zero ("53 - 66 = -13") is where the
+    135M reasoner went wrong (issue 42)."""
     lines: list[str] = []
-    values: list[float] = []
+    by_side: dict[str, list[float]] = {side: [] for side in sides}
     for j, pieces in steps(reading):
         for piece in pieces:
             value = amount(piece)
             if value is not None:
-                lines.append(f"Frame {j}: {value:+g}")
-                values.append(value)
-    sums, total = running_sum(values, shown)
-    return lines + sums, total
+                side = sides[0] if value > 0 else sides[1]
+                lines.append(f"Frame {j}: {side} {shown(abs(value))}")
+                by_side[side].append(abs(value))
+    totals = {}
+    for side, values in by_side.items():
+        sums, totals[side] = running_sum(values, shown) if values else ([], 0.0)
+        head = f"{side.capitalize()}: "
+        if not sums:
+            lines.append(head + (shown(totals[side]) if values else "none"))
+        else:
+            lines += [head + sums[0], *sums[1:]]
+    big, small = sorted(sides, key=lambda side: (-totals[side], sides.index(side)))
+    net = totals[big] - totals[small]
+    if totals[small] > 0:
+        larger, smaller = shown(totals[big]), shown(totals[small])
+        lines.append(f"{big.capitalize()} {larger} - {small} {smaller} = {shown(net)}")
+    lines.append(f"In total {big} {shown(net)} {unit}.")
+    return lines, net if big == sides[0] else -net
 
 
 # ------------------------------------------------------------------------------------------ ego_distance
@@ -150,12 +171,13 @@ def generate_turn(ctx: SceneContext) -> list[Draft]:
 
 
 def solve_turn(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The turns summed (left positive); the option on that side nearest in amount."""
-    lines, total = _cited_sum(reading, lambda piece: piece.turn_deg if piece.kind == TURN else None, _degrees)
+    """The turns to each side summed, the smaller side taken from the larger; the option on that side
+    nearest in amount."""
+    lines, total = _sides_sum(reading, _turn, ("left", "right"), _degrees, "deg")
     if not reading.options or abs(total) < 1.0:
         raise Unanswerable("no net turn to name")
     side = "left" if total > 0 else "right"
-    lines = ["My turns (left positive):", *lines, f"In total {total:+g} deg: {side} {abs(total):g} deg."]
+    lines = ["My turns:", *lines]
     sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},", shown=f"{abs(total):g}")
     return "\n".join([*lines, sentence]), letter
 
@@ -190,17 +212,22 @@ def generate_altitude(ctx: SceneContext) -> list[Draft]:
 
 
 def solve_altitude(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
-    """The ups and downs summed; the option on that side nearest in amount, or the amount."""
-    lines, total = _cited_sum(reading, lambda piece: piece.up_m or None, _tenths)
+    """The ups and the downs summed, the smaller taken from the larger; the option on that side nearest in
+    amount, or the amount."""
+    lines, total = _sides_sum(reading, lambda piece: piece.up_m or None, ("up", "down"), _tenths, "m")
     if abs(total) < 0.05:
         raise Unanswerable("no altitude change to name")
     side = "up" if total > 0 else "down"
-    lines = ["My altitude changes (m):", *lines, f"In total {total:+.1f} m: {side} {abs(total):.1f} m."]
+    lines = ["My altitude changes:", *lines]
     if reading.options:
         sentence, letter = option_nearest(reading, abs(total), prefix=f"{side},", shown=f"{abs(total):.1f}")
         return "\n".join([*lines, sentence]), letter
     sentence, found = answer(reading, abs(total))
     return "\n".join([*lines, sentence]), found
+
+
+def _turn(piece: PathPiece) -> float | None:
+    return piece.turn_deg if piece.kind == TURN else None
 
 
 def _degrees(value: float) -> str:

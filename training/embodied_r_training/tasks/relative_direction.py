@@ -53,7 +53,7 @@ def generate(ctx: SceneContext) -> list[Draft]:
 def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     """The target seen from A facing B, from the map positions: the heading and the target's offset as
     vectors, then the sign of their dot product (front or back) and of their cross product (left or right),
-    one multiplication or sum a line."""
+    one multiplication or sum a line; the option lookup."""
     at, facing, target = match.group(1), match.group(2), match.group(3)
     a, b, c = (position(reading, name) for name in (at, facing, target))
     heading = math.atan2(b[1] - a[1], b[0] - a[0])
@@ -92,12 +92,24 @@ def _signs(heading: tuple[float, float], target: tuple[float, float], correct: s
     def times(p: float, q: float) -> str:
         return f"{p:g} x {q:g}" if q >= 0 else f"{p:g} x ({q:g})"
 
+    def product(p: float, q: float) -> str:  # the sign always written: the next line adds two of them
+        return f"{times(p, q)} = {'+' if p * q >= 0 else '-'}{number(abs(p * q))}"
+
+    # One multiplication a line, then their sum: the products' signs are where the 135M reasoner slipped
+    # when a line held two products and their sum (issue 42).
     return [
-        f"Ahead: {times(hx, tx)} + {times(hy, ty)} = {_plus(hx * tx, hy * ty)} = {number(ahead)}, so "
-        f"{'front' if ahead > 0 else 'back'}.",
-        f"Left: {times(hx, ty)} - {times(hy, tx)} = {_plus(hx * ty, -hy * tx)} = {number(left)}, so "
-        f"{'left' if left > 0 else 'right'}.",
+        f"Ahead: {product(hx, tx)}",
+        product(hy, ty),
+        f"{_plus(hx * tx, hy * ty)} = {number(ahead)}, so {'front' if ahead > 0 else 'back'}.",
+        f"Left: {product(hx, ty)}",
+        product(hy, tx),
+        f"{_minus(hx * ty, hy * tx)} = {number(left)}, so {'left' if left > 0 else 'right'}.",
     ]
+
+
+def _minus(p: float, q: float) -> str:
+    """``p - q`` as a step writes it, a negative ``q`` as an addition."""
+    return f"{number(p)} - {number(q)}" if q >= 0 else f"{number(p)} + {number(-q)}"
 
 
 def _plus(p: float, q: float) -> str:
