@@ -490,12 +490,14 @@ def main() -> int:
     import torch
     from embodied_r_training.eval.compare import compare, load_run, write_comparison
     from embodied_r_training.eval.plots import plot_training_curves
+    from embodied_r_training.rl.allocator import return_freed_memory
     from embodied_r_training.rl.train_config import load_train_config
 
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
+    return_freed_memory()  # the SFT's freed logits go back to the system (rl/allocator.py): no OOM at 24 GB
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if not parts <= {"main", "ood", "data", "models"}:
         raise SystemExit(f"--parts takes main, ood, data or models, got {args.parts!r}")

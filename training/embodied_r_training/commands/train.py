@@ -14,6 +14,7 @@ from pathlib import Path
 
 from embodied_r_ros.config import ConfigError
 
+from ..rl.allocator import return_freed_memory
 from ..rl.outputs import NODE_PARAMS
 from ..rl.train import train
 from ..rl.train_config import load_train_config
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_train_command(args: argparse.Namespace) -> int:
     """The ``train`` subcommand; returns the exit status."""
     config = load_train_config(args.config, args.overrides)
+    return_freed_memory()  # RSS that follows the live tensors (rl/allocator.py)
     result = train(config, resume=args.resume)
     params = result.node_params
     adapter = params["transformers"]["adapter"]
