@@ -46,9 +46,7 @@ class PartialCompletions:
         self.header = json.loads(json.dumps(dict(header), default=str))  # as it reads back from the file
         self.done: dict[int, tuple[str, int | None]] = self._read()
         out.mkdir(parents=True, exist_ok=True)
-        if not self.done:
-            self.path.write_text(json.dumps({"header": self.header}) + "\n", encoding="utf-8")
-        self._handle: TextIO | None = None
+        self._handle: TextIO | None = None  # opened at the first append, after a clean rewrite
 
     def _read(self) -> dict[int, tuple[str, int | None]]:
         if not self.path.is_file():

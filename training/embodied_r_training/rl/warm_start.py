@@ -68,7 +68,7 @@ class WarmStartSection:
     # less padding where lengths differ, as mission prompts (~2000 tokens) beside scene prompts (~550) do.
     group_by_length: bool = False
     # Recompute activations in the backward pass (TRL's default): a third more compute for far less memory.
-    # Off pays where the batches fit in RAM (8 scene prompts of ~550 tokens: a few GB).
+    # Off pays where the batches fit in RAM (8 scene prompts with traces: ~12 GB at peak, rl/allocator.py).
     gradient_checkpointing: bool = True
 
     def __post_init__(self) -> None:

@@ -7,7 +7,6 @@ positions, writes each candidate's gaps and squared distance, and picks the smal
 
 from __future__ import annotations
 
-import math
 import re
 
 from embodied_r_ros.question_file import MC
@@ -56,18 +55,18 @@ def solve(reading: Reading, match: re.Match[str]) -> tuple[str, Answer]:
     completion limit over four candidates: ~565 tokens), but each value is written before it is used."""
     target, candidates = match.group(1), names(match.group(2))
     centre = position(reading, target)
-    squared = {name: math.dist(centre, position(reading, name)) ** 2 for name in candidates}
+    where = {name: position(reading, name) for name in candidates}
+    gaps = {name: [abs(p - q) for p, q in zip(centre, where[name], strict=True)] for name in candidates}
+    squared = {name: sum(g * g for g in gaps[name]) for name in candidates}
     ranked = sorted(squared, key=squared.__getitem__)
     if squared[ranked[1]] - squared[ranked[0]] < 0.02 * squared[ranked[1]]:
         raise Unanswerable("two candidates are equally near")
     lines = [f"The {target} is at {point(centre)}."]
     for name in candidates:
-        where = position(reading, name)
-        gaps = [abs(p - q) for p, q in zip(centre, where, strict=True)]
-        squares = " + ".join(number(g * g) for g in gaps)
+        squares = " + ".join(number(g * g) for g in gaps[name])
         lines.append(
-            f"The {name} at {point(where)}: gaps {', '.join(number(g) for g in gaps)};"
-            f" squared {squares} = {number(sum(g * g for g in gaps))}."
+            f"The {name} at {point(where[name])}: gaps {', '.join(number(g) for g in gaps[name])};"
+            f" squared {squares} = {number(squared[name])}."
         )
     lines.append(f"The smallest sum is {number(squared[ranked[0]])}: the {ranked[0]}.")
     sentence, letter = option_equal(reading, ranked[0])
