@@ -38,6 +38,7 @@ import logging  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ from embodied_r_training.eval.mission_store import build_store  # noqa: E402
 from embodied_r_training.synth.mission import MissionConfig  # noqa: E402
 from embodied_r_training.synth.mission_writer import write_mission  # noqa: E402
 
-from embodied_r_ros.config import ModelConfig  # noqa: E402
+from embodied_r_ros.config import model_config  # noqa: E402
 from embodied_r_ros.memory.read_only import ReadOnlyMemory  # noqa: E402
 from embodied_r_ros.memory.text_embedding import E5Embedder  # noqa: E402
 
@@ -137,6 +138,8 @@ def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
     """Per length, seed and kind: n, recall@k, evidence reached (any / all), the scores."""
     systems = shown(results)
     header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *systems]
+    if LM in systems:  # the LM may answer the first --lm-questions of each kind only: the oracle there too
+        header += ["n (LM)", "oracle on the LM's"]
     lines = ["| " + " | ".join(header) + " |", "|---:|---|---|---|" + "---:|" * (len(header) - 4)]
     for seed, held_out, result in sorted(results, key=lambda r: (r[2].minutes, r[0])):
         for row in kind_rows(result):
@@ -144,9 +147,21 @@ def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
             cells = [f"{result.minutes:g}", f"{seed}{' (held out)' if held_out else ''}",
                      "**all**" if row.kind == ALL else row.kind, row.metric, str(row.n), f"{row.recall:.2f}",
                      f"{row.reached_any:.2f} / {row.reached_all:.2f}",
-                     *("–" if v is None else f"{v:.2f}" for v in scores)]  # fmt: skip
+                     *(_cell(v) for v in scores)]  # fmt: skip
+            if LM in systems:
+                cells += [str(row.scored.get(LM, 0)), _cell(oracle_on_lm_questions(result, row.kind))]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def oracle_on_lm_questions(result: MissionAnswers, kind: str) -> float | None:
+    """The oracle's mean score over the questions of ``kind`` (or all) that the LM answered."""
+    values = [q.scores[ORACLE] for q in result.questions if LM in q.scores and kind in (ALL, q.kind)]
+    return sum(values) / len(values) if values else None
+
+
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def plot(results: list[tuple[int, bool, MissionAnswers]], path: Path) -> Path:
@@ -208,9 +223,20 @@ def main(argv: list[str] | None = None) -> int:
         "--lm-questions",
         type=int,
         default=0,
-        help="the LM answers the first N questions of each mission (0: all)",
+        help="the LM answers the first N questions of each kind in each mission (0: all)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=320, help="the LM's completion limit")
+    parser.add_argument(
+        "--lm-seeds",
+        type=int,
+        nargs="*",
+        help="the seed groups the LM answers (default: the held-out ones, every seed but the first)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=400, help="the LM's completion limit (400)")
+    parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        help="the LM's weights dtype (bfloat16: as the reasoner's held-out evaluations run on the CPU)",
+    )
     parser.add_argument(
         "--describe-candidates",
         action="store_true",
@@ -222,8 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.perf_counter()
     embedder = E5Embedder()
-    lm = ModelConfig(model=args.lm, max_new_tokens=args.max_new_tokens) if args.lm else None
+    lm = model_config(args.lm, max_new_tokens=args.max_new_tokens, dtype=args.dtype) if args.lm else None
     config = MissionAnswersConfig(lm=lm, lm_questions=args.lm_questions)
+    lm_seeds = set(args.seeds[1:] if args.lm_seeds is None else args.lm_seeds)
+    if lm is not None:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)  # the LM takes most of the time: every core
     results: list[tuple[int, bool, MissionAnswers]] = []
     for minutes in args.lengths:
         per_kind = args.questions_per_kind
@@ -237,10 +268,11 @@ def main(argv: list[str] | None = None) -> int:
             evaluated = []
             for directory in directories:
                 store = build_store(directory, embedder, candidates=args.describe_candidates)
-                pipeline = load_pipeline(directory, config)  # None without --lm
+                asked = config if seed in lm_seeds else replace(config, lm=None)
+                pipeline = load_pipeline(directory, asked)  # None without --lm
                 with ReadOnlyMemory(store) as memory:
                     evaluated.append(
-                        evaluate_mission(directory, memory, embedder, config, pipeline, calibration)
+                        evaluate_mission(directory, memory, embedder, asked, pipeline, calibration)
                     )
             result = pooled(evaluated)
             results.append((seed, seed != args.seeds[0], result))

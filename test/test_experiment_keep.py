@@ -326,3 +326,47 @@ def test_an_evaluation_key_holds_its_data_system_and_settings_by_content(
     _, where = steps.code_identity(steps.EVALUATOR_CODE + steps.SYSTEM_CODE["oracle"])
     assert set(oracle.code) == set(where) and "TransformersBackend" in here.code
     assert "TransformersBackend" not in oracle.code
+
+
+def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reasoner.py's mission stage (``--parts missions``) trains the main SFT model on with the mission
+    mix: its config starts from that model with the stage's own settings (steps, half batch, activations
+    recomputed), and its key holds the main SFT run's recipe, so another main SFT makes it stale."""
+    import argparse
+
+    reasoner = _load("reasoner", monkeypatch)
+    steps = sys.modules["steps"]  # the module reasoner.py imported
+    # What SFT is fed, by the rows' file here (the real one writes every trace of prepared rows).
+    fed = lambda data, config: (data / "train.jsonl").read_text()  # noqa: E731
+    monkeypatch.setattr(steps, "sft_examples_identity", fed)
+    model = tmp_path / "smollm2"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
+    args = argparse.Namespace(
+        model=model, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6, ood_sft_steps=150
+    )
+
+    def runs(out: Path, scene_rows: list[dict]):
+        data = _data(out / "data", scene_rows)
+        mix = out / "data" / "train_missions_mix"
+        mix.mkdir()
+        (mix / "train.jsonl").write_text(json.dumps({"id": "missions/m1"}) + "\n")
+        data[f"train_{reasoner.MISSIONS}"] = mix
+        kept = sys.modules["kept"].KeptResults(None, out)
+        return reasoner.Runs(out, args, data, steps.Stages(out), kept, steps.Identities(out)), mix
+
+    first, mix = runs(tmp_path / "out", [{"id": "q1"}])
+    config = first.config(reasoner.MISSIONS, "sft")
+    run_dirs = tmp_path / "out" / "runs"
+    assert config.method == "sft" and config.model == str(run_dirs / "sft_all" / "final")
+    assert config.data.path == str(mix) and config.output_dir == str(run_dirs / "sft_missions")
+    ws = config.warm_start
+    assert (ws.steps, ws.batch_size, ws.gradient_checkpointing, ws.lora) == (6, 4, True, False)
+    key = first.key(reasoner.MISSIONS, "sft")
+    assert key.as_dict()["inputs"]["start"] == reasoner.recipe_identity(first.key("all", "sft"))
+    main_config = first.config("all", "sft")  # the main run is untouched by the stage's settings
+    assert main_config.model == str(model) and main_config.warm_start.gradient_checkpointing is False
+    other, _ = runs(tmp_path / "other", [{"id": "q2"}])  # another main SFT (other scenes)
+    assert other.key(reasoner.MISSIONS, "sft").why_not(key.as_dict()) == "made from another start"

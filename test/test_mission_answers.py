@@ -301,6 +301,33 @@ def test_blind_rules_chosen_on_other_missions_give_a_constant_row(short_mission,
     assert all(0 <= q.hits_reached <= q.objects for q in result.questions)
 
 
+def test_a_limited_lm_answers_the_first_questions_of_every_kind(
+    short_mission, store, e5_embedder, tiny_models_dir
+) -> None:
+    """``lm_questions`` takes the first N of each kind (the questions come grouped by kind, so the first N
+    overall would all be one kind): the tiny LM answers exactly those, with and without the descriptions,
+    and the other questions carry no LM answer."""
+    from embodied_r_training.eval.mission_answers import LM, QUESTION_ONLY, lm_question_rows, load_pipeline
+
+    from embodied_r_ros.config import model_config
+
+    lm = model_config(str(tiny_models_dir / "lm"), max_new_tokens=4, device="cpu")
+    config = MissionAnswersConfig(lm=lm, lm_questions=1)
+    pipeline = load_pipeline(short_mission, config)
+    with ReadOnlyMemory(store) as memory:
+        result = evaluate_mission(short_mission, memory, e5_embedder, config, pipeline)
+    asked = [q for q in result.questions if LM in q.answers]
+    assert sorted(q.kind for q in asked) == sorted(set(KINDS))
+    for kind in KINDS:  # the first of its kind, in file order
+        first = next(q.id for q in result.questions if q.kind == kind)
+        assert next(q.id for q in asked if q.kind == kind) == first
+    assert all(QUESTION_ONLY in q.answers and set(q.completions) == {QUESTION_ONLY, LM} for q in asked)
+    assert all(LM not in q.answers and not q.completions for q in result.questions if q not in asked)
+    assert result.metrics[LM]["overall"]["n"] == len(KINDS)
+    rows = [{"task": t} for t in ("a", "a", "b", "a", "b", "c")]
+    assert lm_question_rows(rows, 2) == [0, 1, 2, 4, 5] and lm_question_rows(rows, 0) == list(range(6))
+
+
 def _empty_prompt(question: MissionQuestion) -> QuestionPrompt:
     return QuestionPrompt(question.question.id, RETRIEVED, (), (), (), 0, len(set(question.objects)))
 

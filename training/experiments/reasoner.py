@@ -17,7 +17,11 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    * ``grpo_<env>``: GRPO from that merged model (a fresh LoRA; the reference, adapter off, is the SFT
      model), the paper's staged rewards, rotated options, 400-token completions.
    ``main`` trains on all training scenes (with ``--missions`` on mission questions too:
-   :func:`mission_data`); ``ood`` on indoor only and on outdoor only.
+   :func:`mission_data`); ``ood`` on indoor only and on outdoor only;
+   * ``sft_missions`` (``--parts missions``): the main SFT model trained on further on mission questions
+     put as the node puts them, beside as many scene questions (:func:`mission_mix`), a short run: mission
+     prompts are ~4x a scene's. Its held-out scene row (what it kept) is ``eval/sft_missions``; its
+     mission rows come from ``bench/mission_benchmark.py --lm OUT/runs/sft_missions/final``.
 3. Evaluation on the held-out scenes (``embodied-r eval``, greedy): ``oracle``, ``options-only`` and
    ``constant`` (programs: the bound, the blind reader of the options, and the best constant answer per task
    and environment chosen on the training split), ``chance``, ``untrained`` SmolLM2, ``question-only`` of
@@ -68,6 +72,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
 ENVS = ("indoor", "outdoor")
+MISSIONS = "missions"  # the training set (and run) of the mission stage: sft_missions
 FULL_MODEL_RECORD = "full_model.json"  # what is kept of a fully fine-tuned model: its key (see Runs)
 # The one full model kept in git: the best held-out reasoner as an 8-bit GGUF (embodied-r demo loads it).
 SHIPPED = Path("models") / "shipped"
@@ -84,6 +89,9 @@ SEEDS = {
     ("test", "indoor"): 4001,
     ("test", "outdoor"): 4002,
 }
+# The mission stage's settings beside the config's: prompts of 1000-3800 tokens, so half the batch and the
+# activations recomputed (8 of them without checkpointing outgrow 24 GB), a checkpoint every few steps.
+MISSION_SFT = ("warm_start.batch_size=4", "warm_start.gradient_checkpointing=true", "warm_start.save_steps=4")
 # Programs: beside every table, each test set's own.
 BLIND_ROWS = ("oracle", "options_only", "chance", "constant")
 LABELS = {
@@ -154,12 +162,11 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
     return data
 
 
-def mission_data(out: Path, train_all: Path, stages: Stages) -> Path:
-    """The training set of the main runs: the scene questions of ``train_all`` and mission questions put
-    as the node puts them (:mod:`embodied_r_training.eval.mission_dataset`: missions of 5 and 20 minutes
-    from seeds no benchmark uses, each question over the key frames the memory's search retrieves, kept
-    when the mission oracle answers it from that prompt), so the reasoner learns both (issue 44, point 4).
-    The blind rows stay calibrated on ``train_all``: the mission tasks are never in the held-out tables."""
+def mission_questions(out: Path, stages: Stages) -> Path:
+    """Mission questions put as the node puts them (:mod:`embodied_r_training.eval.mission_dataset`:
+    missions of 5 and 20 minutes from seeds no benchmark uses, each question over the key frames the
+    memory's search retrieves, kept when the mission oracle answers it from that prompt): ``OUT/data/
+    train_missions``."""
     from embodied_r_training.eval.mission_dataset import build_mission_dataset
 
     from embodied_r_ros.memory.text_embedding import E5Embedder
@@ -170,10 +177,31 @@ def mission_data(out: Path, train_all: Path, stages: Stages) -> Path:
         missions / "train.parquet",
         lambda: build_mission_dataset(missions, out / "missions", E5Embedder()),
     )
+    return missions
+
+
+def mission_data(out: Path, train_all: Path, stages: Stages) -> Path:
+    """The training set of the main runs with ``--missions``: the scene questions of ``train_all`` and
+    every mission question (:func:`mission_questions`), so the reasoner learns both (issue 44, point 4).
+    The blind rows stay calibrated on ``train_all``: the mission tasks are never in the held-out tables."""
+    missions = mission_questions(out, stages)
     joined = out / "data" / "train_all_missions"
     parts = {"scenes": train_all, "missions": missions}
     stages.run("join train_all_missions", joined / "train.parquet", lambda: join_sets(parts, "train", joined))
     return joined
+
+
+def mission_mix(out: Path, train_all: Path, stages: Stages) -> Path:
+    """The training set of the mission stage (``sft_missions``): every mission question and as many scene
+    questions of ``train_all`` drawn at random (seeded), so the main SFT model keeps the scene tasks while
+    it learns the mission ones: ``OUT/data/train_missions_mix``."""
+    missions = mission_questions(out, stages)
+    count = len([line for line in (missions / "train.jsonl").open(encoding="utf-8") if line.strip()])
+    mix = out / "data" / "train_missions_mix"
+    parts = {"scenes": train_all, "missions": missions}
+    stages.run("join train_missions_mix", mix / "train.parquet",
+               lambda: join_sets(parts, "train", mix, sample={"scenes": count}))  # fmt: skip
+    return mix
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -214,9 +242,13 @@ class Runs:
 
         run_dir = self.out / "runs" / f"{method}_{env}"
         common = [f"data.path={self.train_set(env)}", f"output_dir={run_dir}"]
+        if method == "sft" and env == MISSIONS:  # on from the main SFT model; mission prompts are ~4x longer
+            steps = f"warm_start.steps={self.args.mission_sft_steps}"
+            sft = [*common, f"model={self.start('all')}", "method=sft", steps, *MISSION_SFT]
+            return load_train_config(self.args.config, sft)
         if method == "sft":
             sft = [*common, f"model={self.args.model}", "method=sft"]
-            if env != "all" and self.args.ood_sft_steps:  # each environment alone: half the data, fewer steps
+            if env in ENVS and self.args.ood_sft_steps:  # each environment alone: half the data, fewer steps
                 sft.append(f"warm_start.steps={self.args.ood_sft_steps}")
             return load_train_config(self.args.config, sft)
         grpo = [*common, f"model={self.start(env)}", "warm_start.steps=0"]
@@ -231,6 +263,8 @@ class Runs:
         """The key of run ``METHOD_ENV`` (GRPO's holds the SFT model it starts from)."""
         if (env, method) not in self.keys:
             start = self.identity(env, "sft") if method == "grpo" else None
+            if env == MISSIONS:  # the mission stage starts from the main SFT model
+                start = self.identity("all", "sft")
             self.keys[(env, method)] = train_key(
                 self.ids, self.config(env, method), self.train_set(env), self.args.model, start
             )
@@ -288,6 +322,8 @@ class Runs:
         self.kept.claim(run_dir, self.key(env, method))
         if method == "grpo":
             self.start(env, weights=True)
+        elif env == MISSIONS:
+            self.start("all", weights=True)
         config = self.config(env, method)
         run = train_sft if method == "sft" else lambda c: train(c, resume=True)  # SFT resumes by itself
         self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: run(config))
@@ -455,7 +491,8 @@ def parse_args() -> argparse.Namespace:
         "--parts",
         default="main,ood",
         help="main (all scenes), ood (indoor vs outdoor), data, models (train the main runs first: SFT, then "
-        "GRPO, before any evaluation)",
+        "GRPO, before any evaluation), missions (the main SFT model trained on with mission questions: "
+        "sft_missions, and its held-out scene row)",
     )
     parser.add_argument(
         "--systems",
@@ -469,9 +506,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--test-scenes", type=int, default=10, help="held-out scenes per environment")
     parser.add_argument("--ood-sft-steps", type=int, default=150,
                         help="SFT steps of the runs trained on one environment (0: as main)")  # fmt: skip
-    parser.add_argument("--missions", action="store_true",
-                        help="train the main runs on mission questions too (prompts ~4x a scene's: the first "
-                             "SFT step over them took 454 s on 2 cores, against ~45 s)")
+    parser.add_argument(
+        "--missions",
+        action="store_true",
+        help="train the main runs on mission questions too (prompts ~4x a scene's: the first "
+        "SFT step over them took 454 s on 2 cores, against ~45 s)",
+    )
+    parser.add_argument("--mission-sft-steps", type=int, default=48,
+                        help="steps of the mission stage (batch 4: 48 steps, 192 questions)")  # fmt: skip
     parser.add_argument("--size", default="320x240", help="rendered image size (key frames are chosen on it)")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per scene")
     parser.add_argument("--max-keyframes", type=int, default=8, help="key frames per question (paper 32)")
@@ -499,8 +541,8 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     return_freed_memory()  # the SFT's freed logits go back to the system (rl/allocator.py): no OOM at 24 GB
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts <= {"main", "ood", "data", "models"}:
-        raise SystemExit(f"--parts takes main, ood, data or models, got {args.parts!r}")
+    if not parts <= {"main", "ood", "data", "models", "missions"}:
+        raise SystemExit(f"--parts takes main, ood, data, models or missions, got {args.parts!r}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     config = load_train_config(args.config)
@@ -511,6 +553,8 @@ def main() -> int:
             "convert SmolLM2", args.model / "config.json", lambda: cli(["models", "smollm2", str(args.model)])
         )
     data = build_data(out, args, stages)
+    if "missions" in parts:
+        data[f"train_{MISSIONS}"] = mission_mix(out, data["train_all"], stages)
     if parts == {"data"}:
         return 0
     root = None if args.no_keep else args.results.resolve()
@@ -560,6 +604,14 @@ def main() -> int:
         (out / "tables" / "ood_blind.md").write_text(ood_markdown(rows))
         summary["tables"]["ood"] = rows
         print(ood_markdown(rows))
+    if "missions" in parts:  # the mission stage, then what it kept of the scene tasks
+        system = trained_system(runs, MISSIONS, "sft")
+        directory = evaluate(out, data["test_all"], "sft_missions", system, flags, stages, kept, ids)
+        metrics = json.loads((Path(directory) / "metrics.json").read_text())["overall"]
+        summary["missions"] = {"held_out_scenes": metrics, "model": str(runs.start(MISSIONS))}
+        print(f"sft_missions on the held-out scenes: {metrics}")
+        print("its mission rows: python bench/mission_benchmark.py --lm "
+              f"{out / 'runs' / f'sft_{MISSIONS}' / 'final'} --lm-questions 8")  # fmt: skip
     # The GRPO curves of the runs this invocation has (after their adapters: a log is read only from a
     # finished run, and asking for one never trains).
     for env in [e for e, part in (("all", "main"), *((e, "ood") for e in ENVS)) if part in parts]:

@@ -52,17 +52,27 @@ class Stages:
         return True
 
 
-def join_sets(parts: dict[str, Path], split: str, out: Path) -> None:
-    """One data set from several prepared ones: ``split`` rows with ids and scenes prefixed by the key."""
+def join_sets(parts: dict[str, Path], split: str, out: Path, sample: dict[str, int] | None = None) -> None:
+    """One data set from several prepared ones: ``split`` rows with ids and scenes prefixed by the key;
+    ``sample``: a part's number of rows drawn at random (seeded, in file order) instead of all of it."""
+    import random
+
     from datasets import Dataset
 
     rows = []
     for prefix, path in parts.items():
-        for line in (path / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                row["id"], row["scene"] = f"{prefix}/{row['id']}", f"{prefix}/{row['scene']}"
-                rows.append(row)
+        lines = [
+            line
+            for line in (path / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        if sample and prefix in sample and sample[prefix] < len(lines):
+            chosen = sorted(random.Random(0).sample(range(len(lines)), sample[prefix]))
+            lines = [lines[i] for i in chosen]
+        for line in lines:
+            row = json.loads(line)
+            row["id"], row["scene"] = f"{prefix}/{row['id']}", f"{prefix}/{row['scene']}"
+            rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
     with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)

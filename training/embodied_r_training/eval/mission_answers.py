@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -136,7 +136,7 @@ class QuestionPrompt:
 @dataclass
 class MissionAnswersConfig:
     """The node's settings the questions are answered with (its defaults), and the LM (None: no LM runs;
-    ``lm_questions`` > 0 runs it on the first that many questions only)."""
+    ``lm_questions`` > 0 runs it on the first that many questions of each kind only)."""
 
     keyframes: KeyFrameConfig = field(default_factory=KeyFrameConfig)
     buffer: BufferConfig = field(default_factory=BufferConfig)
@@ -367,6 +367,20 @@ def _lm_predictions(
     return {QUESTION_ONLY: grade_records(records, blind), LM: grade_records(records, full)}
 
 
+def lm_question_rows(records: Sequence[dict[str, Any]], per_kind: int) -> list[int]:
+    """The rows of ``records`` the LM answers: the first ``per_kind`` of each kind (0: all), so a limit
+    samples every kind (the questions come grouped by kind)."""
+    if per_kind <= 0:
+        return list(range(len(records)))
+    seen: Counter[str] = Counter()
+    rows = []
+    for i, rec in enumerate(records):
+        seen[rec["task"]] += 1
+        if seen[rec["task"]] <= per_kind:
+            rows.append(i)
+    return rows
+
+
 def load_pipeline(mission_dir: str | Path, config: MissionAnswersConfig) -> EmbodiedR | None:
     """The pipeline of the ground-truth perceiver and ``config.lm`` (None without an LM)."""
     if config.lm is None:
@@ -406,13 +420,18 @@ def evaluate_mission(
     predictions[CHANCE] = chance_predictions(records)
     if calibration:
         predictions[CONSTANT] = constant_predictions(records, calibration)[0]
+    lm_rows: dict[int, int] = {}  # question -> its place among the LM's predictions
     if pipeline is not None:
-        limit = config.lm_questions or len(records)
-        for system, found in _lm_predictions(pipeline, records[:limit], prompts[RETRIEVED][:limit]).items():
-            predictions[system] = found
+        asked = lm_question_rows(records, config.lm_questions)
+        lm_rows = {row: j for j, row in enumerate(asked)}
+        predictions.update(
+            _lm_predictions(pipeline, [records[i] for i in asked], [prompts[RETRIEVED][i] for i in asked])
+        )
     results = []
     for i, (question, rec) in enumerate(zip(questions, records, strict=True)):
-        by_system = {s: p[i] for s, p in predictions.items() if i < len(p)}
+        by_system = {s: p[i] for s, p in predictions.items() if s not in (QUESTION_ONLY, LM)}
+        if i in lm_rows:
+            by_system.update({s: predictions[s][lm_rows[i]] for s in (QUESTION_ONLY, LM)})
         results.append(
             QuestionResult(
                 id=rec["id"],
