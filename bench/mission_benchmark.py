@@ -239,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--describe-candidates",
-        action="store_true",
-        help="describe every 1 fps candidate (memory.describe_candidates)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="describe every 1 fps candidate, or the key frames only (memory.describe_candidates; default: "
+        "the node's, every candidate)",
     )
     args = parser.parse_args(argv)
     if len(args.seeds) < 2:

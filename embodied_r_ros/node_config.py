@@ -276,10 +276,10 @@ class MemoryConfig:
         bounds=(1, 64),
     )
     describe_candidates: bool = param(
-        False,
+        True,
         "describe every stored candidate (the key-frame selector's 1 fps grid), not only the key frames: a "
-        "thing seen for a second between two key frames is found and counted too, for about twice the "
-        "describer's perceiver time",
+        "thing seen for a second between two key frames is found, counted and placed too, for about twice "
+        "the describer's perceiver time (docs/memory.md); false for a perceiver slower than a frame a second",
     )
     search_k: int = param(
         16,

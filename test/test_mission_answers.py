@@ -85,7 +85,8 @@ def store(short_mission: Path, e5_embedder: E5Embedder, tmp_path_factory: pytest
             assert decision.taken
     assert memory.flush()
     perceiver = MissionGroundTruth(short_mission / "mission.json")
-    describer = MemoryDescriber(memory, perceiver, e5_embedder, perceiver.label, config.memory.describe_batch)
+    describer = MemoryDescriber(memory, perceiver, e5_embedder, perceiver.label, config.memory.describe_batch,
+                                config.memory.describe_candidates)  # fmt: skip
     while describer.describe_batch():
         assert memory.flush()
     assert describer.backlog() == 0 and describer.status().failed == 0
@@ -97,11 +98,12 @@ def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_s
     short_mission: Path, store: Path, e5_embedder: E5Embedder, tmp_path: Path
 ):
     """eval/mission_store.build_store (the 1 fps candidates with their poses, no DDS) keeps the same key
-    frames as the node's wiring over every frame and odometry message, describes each one, and is reused
-    while the mission and the settings stay."""
+    frames as the node's wiring over every frame and odometry message, describes what the node describes
+    by default (every stored candidate, key frames or not), and is reused while the mission and the
+    settings stay; asked for key frames only, it describes those alone."""
     import shutil
 
-    from embodied_r_training.eval.mission_store import RECORD_FILE, build_store
+    from embodied_r_training.eval.mission_store import CANDIDATES_RECORD_FILE, build_store
 
     mission = tmp_path / "mission"
     shutil.copytree(short_mission, mission)
@@ -110,14 +112,15 @@ def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_s
         span = wired.span()
         kept = [[c.stamp_ns for c in m.candidates(*span) if c.kept] for m in (wired, ours)]
         assert kept[0] and kept[0] == kept[1]
-        described = {d.stamp_ns for d in ours.descriptions(*span) if d.question_agnostic}
-        assert described == set(kept[1])
+        described = [agnostic(m, span) for m in (wired, ours)]
+        assert described[1] == {c.stamp_ns for c in ours.candidates(*span)} == described[0] > set(kept[1])
         stamp = kept[1][len(kept[1]) // 2]
         poses = [m.pose_at(stamp, 0.5) for m in (ours, wired)]
         assert poses[0].position == pytest.approx(poses[1].position, abs=1e-6)
         assert poses[0].orientation == pytest.approx(poses[1].orientation, abs=1e-6)
-    record, written = (mission / RECORD_FILE).read_text(), built.stat().st_mtime_ns
-    assert build_store(mission, e5_embedder) == built and (mission / RECORD_FILE).read_text() == record
+    record_file = mission / CANDIDATES_RECORD_FILE
+    record, written = record_file.read_text(), built.stat().st_mtime_ns
+    assert build_store(mission, e5_embedder) == built and record_file.read_text() == record
     assert built.stat().st_mtime_ns == written  # kept, not built again
     # The mission written again with other questions (the bag the same): kept too.
     data = json.loads((mission / "mission.json").read_text())
@@ -128,7 +131,15 @@ def test_the_benchmark_s_memory_built_in_one_process_holds_what_the_node_wired_s
     from embodied_r_ros.config import KeyFrameConfig
 
     build_store(mission, e5_embedder, keyframes=KeyFrameConfig(max_keyframes=16))
-    assert (mission / RECORD_FILE).read_text() != record
+    assert record_file.read_text() != record
+    with ReadOnlyMemory(build_store(mission, e5_embedder, candidates=False)) as only:
+        span = only.span()
+        assert agnostic(only, span) == {c.stamp_ns for c in only.candidates(*span) if c.kept}
+
+
+def agnostic(memory: ReadOnlyMemory, span: tuple[int, int]) -> set[int]:
+    """The stamps of ``memory``'s question-agnostic descriptions (what the describer wrote) in ``span``."""
+    return {d.stamp_ns for d in memory.descriptions(*span) if d.question_agnostic}
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +169,7 @@ def test_the_store_holds_the_mission_as_the_node_keeps_it(short_mission, store) 
         assert start == data["start_ns"] and 0 <= data["end_ns"] - end < 10**9  # candidates: 1 a second
         status = memory.status()
         assert status.frames == int(CONFIG.minutes * 60)
-        assert status.descriptions == status.keyframes > 0
+        assert status.descriptions == status.frames > status.keyframes > 0  # every candidate described
         assert memory.pose_at(data["start_ns"] + 60 * 10**9, 0.5) is not None
 
 

@@ -33,6 +33,7 @@ from embodied_r_ros.memory import describer
 from embodied_r_ros.memory.describer import MemoryDescriber
 from embodied_r_ros.memory.store import MemoryStore
 from embodied_r_ros.memory.text_embedding import TextEmbedder
+from embodied_r_ros.node_config import MemoryConfig
 
 from ..data.bag_reader import BagReader, BagTopics
 from ..synth import ground_truth, mission_ground_truth
@@ -53,13 +54,14 @@ def build_store(
     embedder: TextEmbedder,
     keyframes: KeyFrameConfig | None = None,
     buffer: BufferConfig | None = None,
-    candidates: bool = False,
+    candidates: bool | None = None,
 ) -> Path:
     """The memory of ``mission`` (a directory bench/make_mission.py wrote): built into
     ``<mission>/memory.sqlite`` unless one built the same way is there; returns its path. ``candidates``:
-    every stored candidate described, not only the key frames (the node's ``memory.describe_candidates``),
-    into ``memory-candidates.sqlite``."""
+    every stored candidate described, not only the key frames (the node's ``memory.describe_candidates``;
+    None: the node's default), into ``memory-candidates.sqlite``."""
     keyframes, buffer = keyframes or KeyFrameConfig(), buffer or BufferConfig()
+    candidates = MemoryConfig().describe_candidates if candidates is None else candidates
     name, record = (
         (CANDIDATES_STORE_FILE, CANDIDATES_RECORD_FILE) if candidates else (STORE_FILE, RECORD_FILE)
     )
