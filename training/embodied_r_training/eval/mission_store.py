@@ -107,8 +107,8 @@ def build_store(
     built = {"frames": frames, "keyframes": status.keyframes, "described": described,
              "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     record_path.write_text(json.dumps({"key": key, "built": built}, indent=1) + "\n")
-    logger.info("memory of %s: %d candidates, %d key frames described, %.0f s", mission.name, frames,
-                described, built["seconds"])  # fmt: skip
+    logger.info("memory of %s: %d candidates, %d key frames, %d described, %.0f s", mission.name, frames,
+                status.keyframes, described, built["seconds"])  # fmt: skip
     return path
 
 
