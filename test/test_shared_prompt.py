@@ -199,3 +199,41 @@ def test_sampling_prefills_each_prompt_once_and_generates_what_trl_does(
     assert ours == trls
     assert calls[0] == (3, 6)  # the three distinct prompts, once each, up to their last token
     assert len(calls) > 1 and all(shape == (8, 1) for shape in calls[1:])  # then a token a row at a time
+
+    # Rows that end leave the batch: with an end token the greedy rows write at different steps, each
+    # row stops there, and the completions are still TRL's.
+    common = {}
+    for place, token in ((r, t) for completion in trls for r, t in enumerate(completion[1:5], 1)):
+        common.setdefault(token, set()).add(place)
+    end = max(common, key=lambda t: len(common[t]))  # a token the rows write at several steps
+    assert len(common[end]) > 1
+    trainer.eos_token_ids = [end]
+    trainer.generation_config.eos_token_id = [end]
+    calls.clear()
+    model.forward = counting
+    ours, _ = trainer._generate_single_turn(rows, None, {}, 1)
+    model.forward = forward
+    trls, _ = GRPOTrainer._generate_single_turn(trainer, rows, None, {}, 1)
+    assert ours == trls and any(c[-1] == end for c in ours) and any(c[-1] != end for c in ours)
+    decoded = [shape[0] for shape in calls[1:]]  # rows decoded at each step: fewer once some ended
+    assert decoded[0] == 8 and decoded == sorted(decoded, reverse=True) and decoded[-1] < 8
+    assert sum(decoded) == sum(map(len, ours))  # one pass a row per token it wrote, none after its end
+
+
+def test_sampling_drops_finished_rows_only_where_it_samples_as_generate_does() -> None:
+    """The loop takes GRPO's settings (sampling at a temperature, top-k/top-p/min-p, several end tokens) and
+    leaves anything else to ``generate``: a repetition penalty, beams, several returns, a static cache."""
+    from embodied_r_training.rl.sampling import supports, warpers
+    from transformers import GenerationConfig
+
+    grpo = dict(max_new_tokens=400, do_sample=True, pad_token_id=2, bos_token_id=1, eos_token_id=[2, 7],
+                temperature=0.9, top_k=0, top_p=1.0, min_p=None, repetition_penalty=1.0)  # fmt: skip
+    assert supports(GenerationConfig(**grpo))
+    assert [type(w).__name__ for w in warpers(GenerationConfig(**grpo))] == ["TemperatureLogitsWarper"]
+    both = GenerationConfig(**{**grpo, "top_k": 20, "top_p": 0.9, "min_p": 0.05})
+    assert [type(w).__name__ for w in warpers(both)] == [
+        "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper"
+    ]  # fmt: skip
+    for other in ({"repetition_penalty": 1.2}, {"num_beams": 2}, {"num_return_sequences": 2},
+                  {"cache_implementation": "static"}, {"no_repeat_ngram_size": 3}):  # fmt: skip
+        assert not supports(GenerationConfig(**{**grpo, **other})), other

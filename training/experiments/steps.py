@@ -112,6 +112,7 @@ TRAINER_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_training.rl.train",
     "embodied_r_training.rl.shared_prompt",
+    "embodied_r_training.rl.sampling",
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.schedule",
     "embodied_r_training.rl.staged_reward",

@@ -9,8 +9,9 @@ prompt's one pass (``test_shared_prompt.py`` checks log-probabilities and gradie
 
 Sampling the same way: TRL's generate call repeats each prompt G times before the model reads it, so the
 prompt's forward pass (the prefill) ran G times. Here each distinct prompt is prefilled once, its cache
-repeated for the group, and ``generate`` continues from that cache (its completions are the ones
-``generate`` samples from the same logits), with the LoRA adapters merged into the weights meanwhile.
+repeated for the group, and decoding continues from that cache with the LoRA adapters merged into the
+weights meanwhile: :mod:`.sampling` samples as ``generate`` does from the same logits but drops each row
+from the batch once it has ended (``generate`` itself where the generation config asks for more).
 
 It also keeps each group's rows together when TRL splits a generation batch into micro-batches (TRL shuffles
 rows across them). All micro-batches of a generation batch are accumulated into one update, and the loss is
@@ -31,6 +32,8 @@ import torch
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
+
+from .sampling import sample_dropping_finished, supports
 
 
 def causal_lm_of(model: Any) -> Any:
@@ -146,6 +149,7 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
                 gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
             ) as model,
             torch.no_grad(),
+            self.accelerator.autocast(),  # the prefill too (it calls the backbone, past the wrapped forward)
             merged_adapters(model),
         ):  # fmt: skip
             completions = generate_from_shared_prompts(
@@ -195,10 +199,11 @@ def merged_adapters(model: Any) -> Iterator[None]:
 def generate_from_shared_prompts(
     model: Any, prompt_ids: list[list[int]], pad_token_id: int, generation_config: Any, device: Any
 ) -> list[list[int]]:
-    """``model.generate`` of every row of ``prompt_ids`` (rows may repeat a prompt), each distinct prompt
-    prefilled once: the distinct prompts, left-padded, run up to their last token; the cache is gathered to
-    the rows, and ``generate`` reads only each row's last prompt token before sampling. Returns each row's
-    generated tokens (padding after an end included, as ``generate`` writes them)."""
+    """What ``model.generate`` samples for every row of ``prompt_ids`` (rows may repeat a prompt), each
+    distinct prompt prefilled once: the distinct prompts, left-padded, run up to their last token; the cache
+    is gathered to the rows, and decoding reads only each row's last prompt token before sampling (finished
+    rows leave the batch: :func:`.sampling.sample_dropping_finished`). Returns each row's generated tokens
+    (padding after an end included, as ``generate`` writes them)."""
     distinct = list(dict.fromkeys(tuple(p) for p in prompt_ids))
     which = {prompt: i for i, prompt in enumerate(distinct)}
     rows = torch.tensor([which[tuple(p)] for p in prompt_ids], device=device)
@@ -212,6 +217,8 @@ def generate_from_shared_prompts(
     cache = backbone(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
                      use_cache=True).cache  # fmt: skip
     cache.reorder_cache(rows)  # row r gets its prompt's cache
+    if supports(generation_config):  # finished rows leave the batch (rl/sampling.py)
+        return sample_dropping_finished(model, ids[rows], mask[rows], cache, generation_config).tolist()
     output = model.generate(
         input_ids=ids[rows], attention_mask=mask[rows], cache=cache, generation_config=generation_config
     )
