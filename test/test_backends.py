@@ -236,6 +236,36 @@ def test_lm_batched_generation_matches_one_by_one(lm):
     assert len(texts) == 3 and all(isinstance(t, str) for t in texts)
 
 
+def test_lm_batches_drop_the_rows_that_ended_and_write_what_generate_writes(lm, monkeypatch):
+    """A text-only batch decodes with each row leaving the batch once it has ended (backends/decoding.py):
+    greedy, its completions are generate's, token for token, with rows ending at different steps."""
+    from embodied_r_ros.backends import transformers_backend
+
+    requests = [[_user("Frame 0: Observe: a red chair on the left.")], [_user("Which way? A. left B. right")],
+                [_user("short")], [_user("Frame 1: a blue door far ahead, 4 m.")]]  # fmt: skip
+    with monkeypatch.context() as plain:
+        plain.setattr(transformers_backend, "supports", lambda config: False)
+        first = lm.generate_ids(requests, max_new_tokens=12, temperature=0.0).token_ids
+    places: dict[int, set[int]] = {}
+    for ids in first:
+        for place, token in enumerate(ids[1:8], 1):
+            places.setdefault(token, set()).add(place)
+    end = max(places, key=lambda t: len(places[t]))  # written by the rows at several steps: an end there
+    assert len(places[end]) > 1
+    monkeypatch.setattr(lm.model.generation_config, "eos_token_id", [end])
+    with monkeypatch.context() as plain:
+        plain.setattr(transformers_backend, "supports", lambda config: False)
+        expected = lm.generate_ids(requests, max_new_tokens=12, temperature=0.0).token_ids
+    calls = []
+    decode = transformers_backend.decode_batch
+    monkeypatch.setattr(transformers_backend, "decode_batch", lambda *a: calls.append(a) or decode(*a))
+    ours = lm.generate_ids(requests, max_new_tokens=12, temperature=0.0).token_ids
+    assert len(calls) == 1 and ours == expected
+    assert len({len(ids) for ids in ours}) > 1 and min(map(len, ours)) < 12  # rows ended at different steps
+    sampled = lm.generate_ids(requests, max_new_tokens=12, temperature=1.0).token_ids
+    assert len(calls) == 2 and len(sampled) == len(requests) and all(end not in ids for ids in sampled)
+
+
 def test_prompts_beyond_the_context_are_refused_before_generating(lm, vlm, monkeypatch):
     long = [[_user("Which way did I turn? " * 20)]]
     short = [[_user("short")]]

@@ -223,8 +223,9 @@ def test_sampling_prefills_each_prompt_once_and_generates_what_trl_does(
 def test_sampling_drops_finished_rows_only_where_it_samples_as_generate_does() -> None:
     """The loop takes GRPO's settings (sampling at a temperature, top-k/top-p/min-p, several end tokens) and
     leaves anything else to ``generate``: a repetition penalty, beams, several returns, a static cache."""
-    from embodied_r_training.rl.sampling import supports, warpers
     from transformers import GenerationConfig
+
+    from embodied_r_ros.backends.decoding import supports, warpers
 
     grpo = dict(max_new_tokens=400, do_sample=True, pad_token_id=2, bos_token_id=1, eos_token_id=[2, 7],
                 temperature=0.9, top_k=0, top_p=1.0, min_p=None, repetition_penalty=1.0)  # fmt: skip

@@ -112,7 +112,7 @@ TRAINER_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_training.rl.train",
     "embodied_r_training.rl.shared_prompt",
-    "embodied_r_training.rl.sampling",
+    "embodied_r_ros.backends.decoding",
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.schedule",
     "embodied_r_training.rl.staged_reward",
@@ -144,6 +144,7 @@ EVALUATOR_CODE = (
 GENERATION_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_ros.backends.transformers_backend",
+    "embodied_r_ros.backends.decoding",
     "embodied_r_ros.backends.segment_tokenizer",
     "embodied_r_ros.backends.image_cache",
     "embodied_r_ros.backends.adapter_off",

@@ -10,8 +10,9 @@ prompt's one pass (``test_shared_prompt.py`` checks log-probabilities and gradie
 Sampling the same way: TRL's generate call repeats each prompt G times before the model reads it, so the
 prompt's forward pass (the prefill) ran G times. Here each distinct prompt is prefilled once, its cache
 repeated for the group, and decoding continues from that cache with the LoRA adapters merged into the
-weights meanwhile: :mod:`.sampling` samples as ``generate`` does from the same logits but drops each row
-from the batch once it has ended (``generate`` itself where the generation config asks for more).
+weights meanwhile: :mod:`embodied_r_ros.backends.decoding` samples as ``generate`` does from the same
+logits but drops each row from the batch once it has ended (``generate`` itself where the generation
+config asks for more).
 
 It also keeps each group's rows together when TRL splits a generation batch into micro-batches (TRL shuffles
 rows across them). All micro-batches of a generation batch are accumulated into one update, and the loss is
@@ -33,7 +34,7 @@ from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
 
-from .sampling import sample_dropping_finished, supports
+from embodied_r_ros.backends.decoding import sample_dropping_finished, supports
 
 
 def causal_lm_of(model: Any) -> Any:
@@ -202,8 +203,8 @@ def generate_from_shared_prompts(
     """What ``model.generate`` samples for every row of ``prompt_ids`` (rows may repeat a prompt), each
     distinct prompt prefilled once: the distinct prompts, left-padded, run up to their last token; the cache
     is gathered to the rows, and decoding reads only each row's last prompt token before sampling (finished
-    rows leave the batch: :func:`.sampling.sample_dropping_finished`). Returns each row's generated tokens
-    (padding after an end included, as ``generate`` writes them)."""
+    rows leave the batch: :func:`~embodied_r_ros.backends.decoding.sample_dropping_finished`). Returns
+    each row's generated tokens (padding after an end included, as ``generate`` writes them)."""
     distinct = list(dict.fromkeys(tuple(p) for p in prompt_ids))
     which = {prompt: i for i, prompt in enumerate(distinct)}
     rows = torch.tensor([which[tuple(p)] for p in prompt_ids], device=device)
@@ -217,7 +218,7 @@ def generate_from_shared_prompts(
     cache = backbone(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
                      use_cache=True).cache  # fmt: skip
     cache.reorder_cache(rows)  # row r gets its prompt's cache
-    if supports(generation_config):  # finished rows leave the batch (rl/sampling.py)
+    if supports(generation_config):  # finished rows leave the batch (backends/decoding.py)
         return sample_dropping_finished(model, ids[rows], mask[rows], cache, generation_config).tolist()
     output = model.generate(
         input_ids=ids[rows], attention_mask=mask[rows], cache=cache, generation_config=generation_config

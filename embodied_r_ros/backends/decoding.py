@@ -1,16 +1,17 @@
-"""Sampling GRPO's completions with finished rows dropped from the batch (issue 42: a step's cost).
+"""Decoding a batch with finished rows dropped from it: what ``generate`` samples, for less work.
 
-``generate`` keeps every row of a batch to the end: a group's completions end anywhere between ~30 and 400
-tokens, and each decoding step still runs the rows that ended long ago (as padding). On the CPU a step's
-cost grows with the rows it runs, so the rollouts cost about the batch times its longest completion.
+``generate`` keeps every row of a batch to the end: completions of one batch end anywhere between ~30 and
+400 tokens, and each decoding step still runs the rows that ended long ago (as padding). On a CPU a step's
+cost grows with the rows it runs, so a batch costs about its size times its longest completion.
 :func:`sample_dropping_finished` decodes the same way (the same logits, the same warpers, one token a step)
-but removes a row from the batch, its cache included, once it has written an end token: the rollouts then
-cost about the tokens actually sampled. What it returns is laid out as ``generate`` lays it out (padding
-after the end).
+but removes a row from the batch, its cache included, once it has written an end token: the batch then
+costs about the tokens actually written. What it returns is laid out as ``generate`` lays it out (padding
+after the end). Used by the transformers backend for text-only batches (the held-out evaluations) and by
+GRPO's rollouts (``embodied_r_training.rl.shared_prompt``).
 
-It does what ``generate`` does for the settings GRPO samples with (temperature, top-k, top-p, min-p, greedy
-or sampled, several end tokens, a token limit); :func:`supports` says whether a generation config holds
-anything else, and the caller then uses ``generate``.
+It does what ``generate`` does for plain decoding settings (greedy, or sampling at a temperature with
+top-k, top-p or min-p; several end tokens; a token limit); :func:`supports` says whether a generation config
+holds anything else, and the caller then uses ``generate``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from transformers.generation import (
 HANDLED = {
     "max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
     "pad_token_id", "bos_token_id", "eos_token_id", "cache_implementation", "disable_compile",
-    "transformers_version",
+    "transformers_version", "return_dict_in_generate", "output_logits",
 }  # fmt: skip
 
 
@@ -40,7 +41,8 @@ def supports(config: GenerationConfig) -> bool:
     changed = {k for k, v in config.to_diff_dict().items() if v is not None}
     penalty = config.repetition_penalty in (None, 1.0)
     single = (config.num_return_sequences or 1) == 1 and (config.num_beams or 1) == 1
-    return changed <= HANDLED and penalty and single and config.cache_implementation in (None, "dynamic")
+    plain = not config.output_logits and config.cache_implementation in (None, "dynamic")
+    return changed <= HANDLED and penalty and single and plain
 
 
 def warpers(config: GenerationConfig) -> LogitsProcessorList:
@@ -105,3 +107,19 @@ def sample_dropping_finished(
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         positions, step_ids = positions + 1, chosen[:, None]
     return out[:, :length]
+
+
+@torch.no_grad()
+def decode_batch(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, config: GenerationConfig
+) -> torch.Tensor:
+    """:func:`sample_dropping_finished` of a left-padded batch from scratch: every prompt token but the last
+    run once into a fresh cache (no logits but the last position's), then decoded."""
+    from transformers import DynamicCache
+
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # as generate places left-padded prompts
+    cache = DynamicCache(config=model.config)
+    if input_ids.shape[1] > 1:
+        model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1],
+              position_ids=positions[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+    return sample_dropping_finished(model, input_ids, attention_mask, cache, config)
