@@ -72,7 +72,7 @@ def sample_dropping_finished(
     rows, limit = input_ids.shape[0], int(config.max_new_tokens)
     ends = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
     ends = torch.tensor([e for e in ends if e is not None], device=input_ids.device)
-    pad = config.pad_token_id if config.pad_token_id is not None else int(ends[0])
+    pad = config.pad_token_id if config.pad_token_id is not None else int(ends[0]) if len(ends) else 0
     out = torch.full((rows, limit), pad, dtype=torch.long, device=input_ids.device)
     warp = warpers(config)
     active = torch.arange(rows, device=input_ids.device)  # the batch's rows, by their place in ``out``
