@@ -76,14 +76,14 @@ def sample_dropping_finished(
     out = torch.full((rows, limit), pad, dtype=torch.long, device=input_ids.device)
     warp = warpers(config)
     active = torch.arange(rows, device=input_ids.device)  # the batch's rows, by their place in ``out``
-    sequences, mask = input_ids, attention_mask
+    mask = attention_mask
     positions = (attention_mask.sum(-1, keepdim=True) - 1).clamp(min=0)  # each row's last prompt token
     step_ids = input_ids[:, -1:]
     length = 0
     for step in range(limit):
         logits = model(input_ids=step_ids, attention_mask=mask, position_ids=positions, cache=cache,
                        use_cache=True, logits_to_keep=1).logits[:, -1, :].float()  # fmt: skip
-        scores = warp(sequences, logits)
+        scores = warp(step_ids, logits)  # the warpers supports() allows read the scores alone
         if config.do_sample:
             chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         else:
@@ -96,14 +96,7 @@ def sample_dropping_finished(
         if not going.all():  # the rows that ended leave the batch, their cache with them
             keep = going.nonzero().squeeze(1)
             cache.batch_select_indices(keep)
-            active, chosen, sequences, mask, positions = (
-                active[keep],
-                chosen[keep],
-                sequences[keep],
-                mask[keep],
-                positions[keep],
-            )
-        sequences = torch.cat([sequences, chosen[:, None]], dim=1)
+            active, chosen, mask, positions = active[keep], chosen[keep], mask[keep], positions[keep]
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         positions, step_ids = positions + 1, chosen[:, None]
     return out[:, :length]
