@@ -360,7 +360,8 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     first, mix = runs(tmp_path / "out", [{"id": "q1"}])
     config = first.config(reasoner.MISSIONS, "sft")
     run_dirs = tmp_path / "out" / "runs"
-    assert config.method == "sft" and config.model == str(run_dirs / "sft_all" / "final")
+    weights = tmp_path / "out" / "models" / "sft_all" / "weights"  # the kept GGUF, read back
+    assert config.method == "sft" and config.model == str(weights)
     assert config.data.path == str(mix) and config.output_dir == str(run_dirs / "sft_missions")
     ws = config.warm_start
     assert (ws.steps, ws.batch_size, ws.gradient_checkpointing, ws.lora) == (6, 4, True, False)
@@ -370,3 +371,71 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     assert main_config.model == str(model) and main_config.warm_start.gradient_checkpointing is False
     other, _ = runs(tmp_path / "other", [{"id": "q2"}])  # another main SFT (other scenes)
     assert other.key(reasoner.MISSIONS, "sft").why_not(key.as_dict()) == "made from another start"
+
+
+def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_without_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_models_dir: Path
+) -> None:
+    """reasoner.py keeps a fully fine-tuned SFT model as a Q8_0 GGUF beside its key; the machine that trained
+    it and a fresh one (another OUT, the same results) read the same weights back from it, and the fresh
+    one trains nothing. Another recipe does not restore it."""
+    import argparse
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    reasoner = _load("reasoner", monkeypatch)
+    steps = sys.modules["steps"]
+    fed = lambda data, config: (data / "train.jsonl").read_text()  # noqa: E731
+    monkeypatch.setattr(steps, "sft_examples_identity", fed)
+    base = tmp_path / "smollm2"
+    base.mkdir()
+    (base / "config.json").write_text(json.dumps({"hidden_size": 64}))
+    args = argparse.Namespace(model=base, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
+                              ood_sft_steps=150)  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")
+    source = json.loads((tiny_models_dir / "lm" / "config.json").read_text())
+    trained: list[Path] = []
+
+    def train(self, env: str, method: str) -> None:  # what SFT leaves: a model in runs/NAME/final
+        run_dir = self.out / "runs" / f"{method}_{env}"
+        self.kept.claim(run_dir, self.key(env, method))
+        config = LlamaConfig(
+            vocab_size=source["vocab_size"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True, initializer_range=0.1,
+            bos_token_id=source["bos_token_id"], eos_token_id=source["eos_token_id"],
+            pad_token_id=source["pad_token_id"],
+        )  # fmt: skip
+        torch.manual_seed(0)
+        LlamaForCausalLM(config).save_pretrained(run_dir / "final")
+        tokenizer.save_pretrained(run_dir / "final")
+        (run_dir / "final" / "node_params.yaml").write_text("{}\n")
+        trained.append(run_dir)
+
+    monkeypatch.setattr(reasoner.Runs, "train", train)
+    results = tmp_path / "results"
+
+    def runs(out: Path, rows: list[dict]):
+        kept = sys.modules["kept"].KeptResults(results, out)
+        data = _data(out / "data", rows)
+        return reasoner.Runs(out, args, data, steps.Stages(out), kept, steps.Identities(out))
+
+    here = runs(tmp_path / "here", [{"id": "q1"}])
+    weights = here.full_model("all", "sft")
+    assert len(trained) == 1 and weights == here.weights("all", "sft")
+    kept_gguf = results / "models" / "sft_all" / reasoner.KEPT_WEIGHTS
+    assert kept_gguf.is_file() and (results / "models" / "sft_all" / reasoner.FULL_MODEL_RECORD).is_file()
+
+    fresh = runs(tmp_path / "fresh", [{"id": "q1"}])
+    read_back = fresh.full_model("all", "sft")
+    assert len(trained) == 1  # restored, not trained
+    exact = LlamaForCausalLM.from_pretrained(trained[0] / "final").state_dict()
+    ours = AutoModelForCausalLM.from_pretrained(weights).state_dict()
+    theirs = AutoModelForCausalLM.from_pretrained(read_back).state_dict()
+    for name, tensor in exact.items():  # 8-bit: close to the trained weights, equal on both machines
+        assert torch.equal(ours[name], theirs[name]), name
+        assert torch.allclose(ours[name], tensor, atol=tensor.abs().max().item() / 100), name
+
+    other = runs(tmp_path / "other", [{"id": "q2"}])  # another recipe (other rows) trains its own
+    other.full_model("all", "sft")
+    assert len(trained) == 2

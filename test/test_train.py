@@ -425,6 +425,52 @@ def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, 
         build_train_config(data)
 
 
+def test_the_sft_lm_head_projects_only_labelled_positions_with_the_same_loss_and_gradients() -> None:
+    """Under lm_head_on_labelled_positions, TRL's fused LM head (as SFTTrainer adds it) projects only the
+    positions with a label on the CPU, and the loss and every gradient equal those of scoring every position."""
+    import trl.trainer.utils as trl_utils
+    from embodied_r_training.rl.warm_start import lm_head_on_labelled_positions
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+    ids = torch.randint(0, 300, (3, 40))
+    labels = ids.clone()
+    labels[:, :25] = -100  # the prompt
+    labels[1, 35:] = -100  # padding
+    projected: list[int] = []
+    kernel = trl_utils._ChunkedLogProbFunction
+
+    class Spy:
+        @staticmethod
+        def apply(hidden: torch.Tensor, *args: Any) -> Any:
+            projected.append(hidden.shape[0])
+            return kernel.apply(hidden, *args)
+
+    def loss_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        loss = model(input_ids=ids, labels=labels, fused_lm_head=True).loss
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    trl_utils._ChunkedLogProbFunction = Spy
+    try:
+        every_loss, every_grads = loss_and_grads()
+        with lm_head_on_labelled_positions():
+            compact_loss, compact_grads = loss_and_grads()
+        after_loss, _ = loss_and_grads()
+    finally:
+        trl_utils._ChunkedLogProbFunction = kernel
+    labelled = int((labels[:, 1:] != -100).sum())
+    assert projected == [3 * 39, labelled, 3 * 39]  # every position; the labelled ones; restored after
+    assert torch.allclose(compact_loss, every_loss, atol=1e-6) and torch.equal(after_loss, every_loss)
+    for compact, every in zip(compact_grads, every_grads, strict=True):
+        assert torch.allclose(compact, every, atol=1e-6)
+
+
 def test_shuffled_warm_start_answers_carry_no_information() -> None:
     from datasets import Dataset
     from embodied_r_training.rl.warm_start import shuffled_answers, warm_start_rows

@@ -42,7 +42,10 @@ class NodeNotFoundError(RuntimeError):
     node of that name is there in another lifecycle state)."""
 
 
-GET_STATE_WAIT_S = 2.0  # for the node's ~/get_state, once its question transport did not appear
+GET_STATE_WAIT_S = 4.0  # for the node's ~/get_state, once its question transport did not appear
+# A request sent before the server has matched our reply reader gets a reply that is lost (DDS discovery is
+# per endpoint): ask again after this long rather than wait the whole time for a reply that will not come.
+GET_STATE_RESEND_S = 0.5
 
 
 class SpatialClient:
@@ -131,13 +134,15 @@ class SpatialClient:
 
         client = self._node.create_client(GetState, f"{self.node_name}/get_state")
         try:
+            deadline = time.monotonic() + timeout_s
             if not client.wait_for_service(timeout_sec=timeout_s):
                 return ""
-            future = client.call_async(GetState.Request())
-            if not _wait(future, timeout_s):
+            while (left := deadline - time.monotonic()) > 0:
+                future = client.call_async(GetState.Request())
+                if _wait(future, min(left, GET_STATE_RESEND_S)):
+                    return str(future.result().current_state.label)
                 client.remove_pending_request(future)
-                return ""
-            return str(future.result().current_state.label)
+            return ""
         finally:
             self._node.destroy_client(client)
 

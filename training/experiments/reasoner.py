@@ -73,7 +73,9 @@ DEFAULT_CONFIG = REPO / "training" / "configs" / "reasoner_cpu.yaml"
 DEFAULT_RESULTS = REPO / "results" / "reasoner"
 ENVS = ("indoor", "outdoor")
 MISSIONS = "missions"  # the training set (and run) of the mission stage: sft_missions
-FULL_MODEL_RECORD = "full_model.json"  # what is kept of a fully fine-tuned model: its key (see Runs)
+FULL_MODEL_RECORD = "full_model.json"  # beside a fully fine-tuned model's kept weights: what they are
+# A fully fine-tuned model as kept in git and as every later stage reads it: 8-bit GGUF (see Runs).
+KEPT_WEIGHTS = "model-q8_0.gguf"
 # The one full model kept in git: the best held-out reasoner as an 8-bit GGUF (embodied-r demo loads it).
 SHIPPED = Path("models") / "shipped"
 SHIPPED_RECORD = "shipped.json"
@@ -214,10 +216,11 @@ class Runs:
     checkpoints) and kept.
 
     A run that trains a LoRA adapter keeps the adapter (a few MB) in ``--results``. A fully fine-tuned
-    model (SFT with ``warm_start.lora: false``: 540 MB in float32) is too large for git: it is kept as a
-    record of its key only, and known downstream by that recipe (:func:`steps.recipe_identity`), so kept
-    evaluations of it restore on a fresh machine; whatever needs its weights trains them again (README:
-    rebuilding the models)."""
+    model (SFT with ``warm_start.lora: false``: 540 MB in float32, too large for git) is kept as an 8-bit
+    GGUF (~145 MB, :data:`KEPT_WEIGHTS`), and every later stage (its evaluations, GRPO's start, the demo)
+    reads those weights, read back into float32, on the machine that trained it as on a fresh one: one
+    model everywhere, whose training (~2 h on 2 cores) outlives the machine. It is known downstream by its
+    recipe (:func:`steps.recipe_identity`)."""
 
     def __init__(self, out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages,
                  kept: KeptResults, ids: Identities) -> None:  # fmt: skip
@@ -291,25 +294,38 @@ class Runs:
         self.found[(env, method)] = target
         return target
 
+    def weights(self, env: str, method: str) -> Path:
+        """Where the fully fine-tuned model of run ``METHOD_ENV`` is read from: its kept 8-bit GGUF read back
+        into a transformers checkpoint (``OUT/models/METHOD_ENV/weights``)."""
+        return self.out / "models" / f"{method}_{env}" / "weights"
+
     def full_model(self, env: str, method: str) -> Path:
-        """The fully fine-tuned model of run ``METHOD_ENV`` (``OUT/runs/METHOD_ENV/final``), trained when it
-        is not there (or another key made it); its key is kept as a record (the weights are not)."""
+        """The fully fine-tuned model of run ``METHOD_ENV`` as later stages read it (:meth:`weights`):
+        restored from its kept GGUF when one was kept with its key, else trained (or resumed) into
+        ``OUT/runs/METHOD_ENV/final``, exported to 8-bit GGUF and kept."""
         from embodied_r_training.rl.outputs import NODE_PARAMS
+
+        from embodied_r_ros.backends.gguf import convert_gguf
+        from embodied_r_ros.backends.gguf_export import export_gguf
 
         if (env, method) in self.found:
             return self.found[(env, method)]
         name, key = f"{method}_{env}", self.key(env, method)
-        final = self.out / "runs" / name / "final"
-        if not (final / NODE_PARAMS).is_file() or self.kept.why_invalid(final.parent, key) is not None:
-            self.train(env, method)
-        record = self.out / "models" / name
-        self.kept.claim(record, key)
-        (record / FULL_MODEL_RECORD).write_text(
-            json.dumps({"weights": "not kept (too large for git): train them with reasoner.py"}) + "\n"
-        )
-        self.kept.keep("models", name, key, {FULL_MODEL_RECORD: record / FULL_MODEL_RECORD})
-        self.found[(env, method)] = final
-        return final
+        record, files = self.out / "models" / name, (FULL_MODEL_RECORD, KEPT_WEIGHTS)
+        made = (record / KEPT_WEIGHTS).is_file() and self.kept.why_invalid(record, key) is None
+        if not self.kept.restore("models", name, key, files) and not made:
+            final = self.out / "runs" / name / "final"
+            if not (final / NODE_PARAMS).is_file() or self.kept.why_invalid(final.parent, key) is not None:
+                self.train(env, method)
+            self.kept.claim(record, key)
+            export_gguf(final, record / KEPT_WEIGHTS, quantization="q8_0")
+            (record / FULL_MODEL_RECORD).write_text(json.dumps(
+                {"weights": KEPT_WEIGHTS, "quantization": "q8_0", "trained_into": f"runs/{name}/final"}
+            ) + "\n")  # fmt: skip
+        self.kept.keep("models", name, key, {f: record / f for f in files})
+        weights = convert_gguf(record / KEPT_WEIGHTS, self.weights(env, method))
+        self.found[(env, method)] = weights
+        return weights
 
     def train(self, env: str, method: str) -> None:
         """Train run ``METHOD_ENV`` into ``OUT/runs/METHOD_ENV`` (resumed from its checkpoints when this key
@@ -336,7 +352,7 @@ class Runs:
         SFT model; its folder, with the weights made (``weights``) or only named."""
         if self.is_adapter(env, "sft"):
             return self.merged(env) if weights else self.merged_dir(env)
-        return self.full_model(env, "sft") if weights else self.out / "runs" / f"sft_{env}" / "final"
+        return self.full_model(env, "sft") if weights else self.weights(env, "sft")
 
     def merged(self, env: str) -> Path:
         """The SFT adapter of ``env`` merged into the base model (GRPO's starting point), made when needed:
@@ -353,8 +369,8 @@ class Runs:
                 adapter = self.adapter(env, "sft")
                 inputs = {"lm": self.ids.model(self.args.model), "adapter": self.ids.adapter(adapter)}
                 return ["--lm", str(self.args.model), "--adapter", str(adapter)], inputs, None
-            final, inputs = self.out / "runs" / f"sft_{env}" / "final", {"lm": self.identity(env, "sft")}
-            return ["--lm", str(final)], inputs, lambda: self.full_model(env, "sft")
+            model, inputs = self.weights(env, "sft"), {"lm": self.identity(env, "sft")}
+            return ["--lm", str(model)], inputs, lambda: self.full_model(env, "sft")
         start = self.start(env)
         inputs = {"lm": self.ids.model(self.args.model), "start": self.identity(env, "sft")}
         if self.is_adapter(env, "grpo"):
@@ -363,8 +379,8 @@ class Runs:
             arguments = ["--lm", str(start), "--adapter", str(adapter)]
             return arguments, inputs, lambda: self.start(env, weights=True)
         inputs["model"] = self.identity(env, "grpo")
-        final = self.out / "runs" / f"grpo_{env}" / "final"
-        return ["--lm", str(final)], inputs, lambda: self.full_model(env, "grpo")
+        model = self.weights(env, "grpo")
+        return ["--lm", str(model)], inputs, lambda: self.full_model(env, "grpo")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -452,12 +468,13 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
         if known != record:
             record_file.write_text(json.dumps(record, indent=1) + "\n")
         return record
-    if best == "sft":
-        model = runs.full_model("all", "sft") if not runs.is_adapter("all", "sft") else runs.merged("all")
+    if best == "sft" and not runs.is_adapter("all", "sft"):  # its kept GGUF is what ships, as it is
+        exported = runs.full_model("all", "sft").parent / KEPT_WEIGHTS
     else:
-        model = merge_adapter(runs.start("all", weights=True), runs.adapter("all", "grpo"),
-                              out / "runs" / "grpo_all" / "merged")  # fmt: skip
-    exported = export_gguf(model, out / "shipped" / SHIPPED_FILE, quantization="q8_0")
+        model = runs.merged("all") if best == "sft" else merge_adapter(
+            runs.start("all", weights=True), runs.adapter("all", "grpo"), out / "runs" / "grpo_all" / "merged"
+        )  # fmt: skip
+        exported = export_gguf(model, out / "shipped" / SHIPPED_FILE, quantization="q8_0")
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(exported, target / f".{SHIPPED_FILE}.partial")
     (target / f".{SHIPPED_FILE}.partial").rename(target / SHIPPED_FILE)  # the record comes last
