@@ -439,3 +439,52 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     other = runs(tmp_path / "other", [{"id": "q2"}])  # another recipe (other rows) trains its own
     other.full_model("all", "sft")
     assert len(trained) == 2
+
+
+def test_an_unfinished_lora_run_s_latest_checkpoint_is_kept_and_resumed_on_a_fresh_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reasoner.py keeps each GRPO checkpoint as it is saved (replacing the one before); a fresh OUT gets the
+    latest back as checkpoint-N, a run directory with its own checkpoint keeps it, another key restores
+    nothing, and a finished run drops it."""
+    reasoner = _load("reasoner", monkeypatch)
+    kept_module = sys.modules["kept"]
+    key = kept_module.StageKey(inputs={"data": "d1"}, code={"trainer": ["c1"]})
+    results = tmp_path / "results"
+
+    def checkpoint(run_dir: Path, step: int) -> Path:
+        path = run_dir / f"checkpoint-{step}"
+        path.mkdir(parents=True)
+        (path / "adapter_model.safetensors").write_bytes(bytes([step]) * 64)
+        (path / "optimizer.pt").write_bytes(bytes([step + 1]) * 128)
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        return path
+
+    here = kept_module.KeptResults(results, tmp_path / "here")
+    carried = reasoner.KeptCheckpoint(here, "grpo_all", key)
+    saving = carried.callback()
+    run_dir = tmp_path / "here" / "runs" / "grpo_all"
+    args = type("Args", (), {"output_dir": str(run_dir)})()
+    for step in (4, 8):
+        checkpoint(run_dir, step)
+        saving.on_save(args, type("State", (), {"global_step": step})(), None)
+    kept_dir = results / reasoner.CHECKPOINTS / "grpo_all"
+    assert json.loads((kept_dir / "trainer_state.json").read_text())["global_step"] == 8
+    assert (kept_dir / "optimizer.pt").read_bytes() == bytes([9]) * 128
+
+    fresh = reasoner.KeptCheckpoint(kept_module.KeptResults(results, tmp_path / "fresh"), "grpo_all", key)
+    fresh_run = tmp_path / "fresh" / "runs" / "grpo_all"
+    restored = fresh.restore_into(fresh_run)
+    assert restored == fresh_run / "checkpoint-8"
+    assert sorted(p.name for p in restored.iterdir()) == ["adapter_model.safetensors", "optimizer.pt",
+                                                          "trainer_state.json"]  # fmt: skip
+    assert (restored / "adapter_model.safetensors").read_bytes() == bytes([8]) * 64
+
+    own = tmp_path / "own" / "runs" / "grpo_all"  # a run directory with a checkpoint of its own keeps it
+    checkpoint(own, 12)
+    assert reasoner.KeptCheckpoint(here, "grpo_all", key).restore_into(own) == own / "checkpoint-12"
+    other = kept_module.StageKey(inputs={"data": "d2"}, code={"trainer": ["c1"]})
+    elsewhere = reasoner.KeptCheckpoint(kept_module.KeptResults(results, tmp_path / "x"), "grpo_all", other)
+    assert elsewhere.restore_into(tmp_path / "x" / "runs" / "grpo_all") is None
+    here.drop(reasoner.CHECKPOINTS, "grpo_all")
+    assert not kept_dir.exists()

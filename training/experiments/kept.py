@@ -204,11 +204,28 @@ class KeptResults:
             shutil.copyfile(kept / f, target / f)
         return True
 
-    def keep(self, kind: str, name: str, key: StageKey, files: dict[str, Path]) -> None:
+    def restore_all(self, kind: str, name: str, key: StageKey) -> list[str]:
+        """:meth:`restore` of every file kept in ``kind/name`` (a result whose files vary, such as a training
+        checkpoint); the names restored, none when nothing valid for ``key`` is kept."""
+        kept = None if self.root is None else self.root / kind / name
+        if kept is None or not kept.is_dir():
+            return []
+        files = tuple(sorted(p.name for p in kept.iterdir() if p.is_file() and p.name != PROVENANCE))
+        return list(files) if files and self.restore(kind, name, key, files) else []
+
+    def drop(self, kind: str, name: str) -> None:
+        """Remove the kept ``kind/name`` (a stand-in that a finished result replaces, e.g. a checkpoint)."""
+        if self.root is not None and (self.root / kind / name).is_dir():
+            shutil.rmtree(self.root / kind / name)
+
+    def keep(
+        self, kind: str, name: str, key: StageKey, files: dict[str, Path], replace: bool = False
+    ) -> None:
         """Copy ``files`` (name in the kept dir -> path in OUT) into ``root/kind/name`` with their provenance.
 
         Only results this run made: their OUT directory (``OUT/kind/name``) must carry ``key`` (:meth:`claim`
-        or :meth:`restore` wrote it), so nothing is ever kept under a key that did not make it."""
+        or :meth:`restore` wrote it), so nothing is ever kept under a key that did not make it. ``replace``:
+        what is kept there under the same key is replaced (a later checkpoint of the same run)."""
         if self.root is None or not all(p.is_file() for p in files.values()):
             return
         source_dir = self.out / kind / name
@@ -217,7 +234,7 @@ class KeptResults:
             logger.warning("not keeping %s: nothing there says this key made it (%s)", source_dir, why)
             return
         kept = self.root / kind / name
-        if self.why_invalid(kept, key) is None and all((kept / f).is_file() for f in files):
+        if not replace and self.why_invalid(kept, key) is None and all((kept / f).is_file() for f in files):
             return  # kept already (restored, or kept by an earlier run with the same key)
         # Written beside, then put in place by renames: an interruption leaves the old result or the new
         # one, never new files under the old key.

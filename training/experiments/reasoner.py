@@ -50,7 +50,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from kept import KeptResults, StageKey
+from kept import PROVENANCE, KeptResults, StageKey
 from ood_table import markdown as ood_markdown
 from ood_table import ood_rows
 from steps import (
@@ -76,6 +76,7 @@ MISSIONS = "missions"  # the training set (and run) of the mission stage: sft_mi
 FULL_MODEL_RECORD = "full_model.json"  # beside a fully fine-tuned model's kept weights: what they are
 # A fully fine-tuned model as kept in git and as every later stage reads it: 8-bit GGUF (see Runs).
 KEPT_WEIGHTS = "model-q8_0.gguf"
+CHECKPOINTS = "checkpoints"  # the kept latest checkpoint of an unfinished LoRA run (KeptCheckpoint)
 # The one full model kept in git: the best held-out reasoner as an 8-bit GGUF (embodied-r demo loads it).
 SHIPPED = Path("models") / "shipped"
 SHIPPED_RECORD = "shipped.json"
@@ -210,6 +211,58 @@ def mission_mix(out: Path, train_all: Path, stages: Stages) -> Path:
 # Training
 
 
+class KeptCheckpoint:
+    """The latest checkpoint of a LoRA run (GRPO: adapter, optimizer and scheduler state, ~60 MB), kept
+    in ``--results`` as it is saved, so that a run longer than its machine's session resumes on the next
+    machine where it stopped: restored into the run directory when that holds none, and dropped once the
+    run is done (its adapter is kept then)."""
+
+    def __init__(self, kept: KeptResults, name: str, key: StageKey) -> None:
+        self.kept, self.name, self.key = kept, name, key
+
+    def restore_into(self, run_dir: Path) -> Path | None:
+        """Put the kept checkpoint in ``run_dir`` (as ``checkpoint-N``) unless one is there already; the
+        checkpoint directory then in ``run_dir``, or None."""
+        from embodied_r_training.rl.train import latest_checkpoint
+
+        if (there := latest_checkpoint(run_dir)) is not None:
+            return there
+        files = self.kept.restore_all(CHECKPOINTS, self.name, self.key)
+        if not files:
+            return None
+        staged = self.kept.out / CHECKPOINTS / self.name
+        step = json.loads((staged / "trainer_state.json").read_text())["global_step"]
+        target = run_dir / f"checkpoint-{step}"
+        target.mkdir(parents=True)
+        for f in files:
+            shutil.copyfile(staged / f, target / f)
+        logger.info("%s: resuming from the kept checkpoint of step %d", self.name, step)
+        return target
+
+    def save(self, checkpoint: Path) -> None:
+        """Keep ``checkpoint`` (a ``checkpoint-N`` directory, its files alone), replacing the one before."""
+        staged = self.kept.out / CHECKPOINTS / self.name
+        self.kept.claim(staged, self.key)
+        for old in [p for p in staged.iterdir() if p.is_file() and p.name != PROVENANCE]:
+            old.unlink()
+        files = {p.name: p for p in checkpoint.iterdir() if p.is_file()}
+        for f, source in files.items():
+            shutil.copyfile(source, staged / f)
+        self.kept.keep(CHECKPOINTS, self.name, self.key, {f: staged / f for f in files}, replace=True)
+
+    def callback(self) -> Any:
+        """A transformers ``TrainerCallback`` that keeps each checkpoint as the trainer saves it."""
+        from transformers import TrainerCallback
+
+        carried = self
+
+        class KeepEachCheckpoint(TrainerCallback):
+            def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                carried.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+        return KeepEachCheckpoint()
+
+
 class Runs:
     """The trained models of the experiment: SFT on traces, then GRPO from it, per training set ``env``
     (all, indoor, outdoor); each restored when kept with its key, else trained (resumed from its
@@ -341,8 +394,14 @@ class Runs:
         elif env == MISSIONS:
             self.start("all", weights=True)
         config = self.config(env, method)
-        run = train_sft if method == "sft" else lambda c: train(c, resume=True)  # SFT resumes by itself
-        self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: run(config))
+        if method == "sft":  # resumes by itself, from checkpoints on this machine (a full model's are GBs)
+            self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train_sft(config))
+            return
+        carried = KeptCheckpoint(self.kept, name, self.key(env, method))
+        carried.restore_into(run_dir)
+        self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS,
+                        lambda: train(config, resume=True, callbacks=[carried.callback()]))  # fmt: skip
+        self.kept.drop(CHECKPOINTS, name)  # done: its adapter is what is kept now
 
     def merged_dir(self, env: str) -> Path:
         return self.out / "runs" / f"sft_{env}" / "merged"
