@@ -5,7 +5,7 @@ times both ways on the same batches of held-out reasoner prompts in one process,
 evaluation's batch size, dtype and completion limit), and counts the completions that differ (bf16 numerics
 can flip a near tie when the batch changes shape; float32 gives generate's tokens).
 
-    python bench/bench_decoding.py --model out/reasoner/runs/sft_all/final \\
+    python bench/bench_decoding.py --model out/reasoner/models/sft_all/weights \\
         --data out/reasoner/data/test_all --batches 2 --json out/bench_decoding.json
 
 The figures go to BENCHMARKS.md with the command and the machine; timings never go into tests.

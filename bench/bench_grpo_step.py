@@ -21,7 +21,7 @@ Variants (each a set of ``--set`` overrides of the config, and the trainer's los
 
 Run (the policy: any model that writes the reasoning format, e.g. the SFT model of the experiment):
 
-    python bench/bench_grpo_step.py --model out/reasoner/runs/sft_all/final \
+    python bench/bench_grpo_step.py --model out/reasoner/models/sft_all/weights \
         --data out/reasoner/data/train_all --steps 2 --json out/bench_grpo_step.json
 
 Tiny smoke (the project's tiny LM, synthetic data built on the fly): ``--tiny``. The figures go to

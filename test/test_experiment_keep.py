@@ -418,6 +418,7 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     def runs(out: Path, rows: list[dict]):
         kept = sys.modules["kept"].KeptResults(results, out)
         data = _data(out / "data", rows)
+        data["train_indoor"] = data["train_all"]
         return reasoner.Runs(out, args, data, steps.Stages(out), kept, steps.Identities(out))
 
     here = runs(tmp_path / "here", [{"id": "q1"}])
@@ -439,6 +440,12 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     other = runs(tmp_path / "other", [{"id": "q2"}])  # another recipe (other rows) trains its own
     other.full_model("all", "sft")
     assert len(trained) == 2
+
+    indoor = here.full_model("indoor", "sft")  # git holds the main run's weights alone
+    assert len(trained) == 3 and (indoor / "config.json").is_file()
+    assert sorted(p.name for p in (results / "models" / "sft_indoor").iterdir()) == [
+        reasoner.FULL_MODEL_RECORD, "provenance.json"
+    ]
 
 
 def test_an_unfinished_lora_run_s_latest_checkpoint_is_kept_and_resumed_on_a_fresh_machine(

@@ -21,7 +21,7 @@ states what a perfect VLM would see, so every figure measures the REASONER. It i
    * ``sft_missions`` (``--parts missions``): the main SFT model trained on further on mission questions
      put as the node puts them, beside as many scene questions (:func:`mission_mix`), a short run: mission
      prompts are ~4x a scene's. Its held-out scene row (what it kept) is ``eval/sft_missions``; its
-     mission rows come from ``bench/mission_benchmark.py --lm OUT/runs/sft_missions/final``.
+     mission rows come from ``bench/mission_benchmark.py --lm OUT/models/sft_missions/weights``.
 3. Evaluation on the held-out scenes (``embodied-r eval``, greedy): ``oracle``, ``options-only`` and
    ``constant`` (programs: the bound, the blind reader of the options, and the best constant answer per task
    and environment chosen on the training split), ``chance``, ``untrained`` SmolLM2, ``question-only`` of
@@ -364,18 +364,23 @@ class Runs:
         if (env, method) in self.found:
             return self.found[(env, method)]
         name, key = f"{method}_{env}", self.key(env, method)
+        # git holds one such model: the main run's, which the main table, GRPO and the demo read. The
+        # others (indoor, outdoor, missions) keep their record alone and train again on a fresh machine.
+        in_git = env == "all"
         record, files = self.out / "models" / name, (FULL_MODEL_RECORD, KEPT_WEIGHTS)
         made = (record / KEPT_WEIGHTS).is_file() and self.kept.why_invalid(record, key) is None
-        if not self.kept.restore("models", name, key, files) and not made:
+        if not (in_git and self.kept.restore("models", name, key, files)) and not made:
             final = self.out / "runs" / name / "final"
             if not (final / NODE_PARAMS).is_file() or self.kept.why_invalid(final.parent, key) is not None:
                 self.train(env, method)
             self.kept.claim(record, key)
             export_gguf(final, record / KEPT_WEIGHTS, quantization="q8_0")
+            weights = KEPT_WEIGHTS if in_git else "not kept (git holds the main run's alone): trained again"
             (record / FULL_MODEL_RECORD).write_text(json.dumps(
-                {"weights": KEPT_WEIGHTS, "quantization": "q8_0", "trained_into": f"runs/{name}/final"}
+                {"weights": weights, "quantization": "q8_0", "trained_into": f"runs/{name}/final"}
             ) + "\n")  # fmt: skip
-        self.kept.keep("models", name, key, {f: record / f for f in files})
+        kept = files if in_git else (FULL_MODEL_RECORD,)
+        self.kept.keep("models", name, key, {f: record / f for f in kept})
         weights = convert_gguf(record / KEPT_WEIGHTS, self.weights(env, method))
         self.found[(env, method)] = weights
         return weights
@@ -687,7 +692,7 @@ def main() -> int:
         summary["missions"] = {"held_out_scenes": metrics, "model": str(runs.start(MISSIONS))}
         print(f"sft_missions on the held-out scenes: {metrics}")
         print("its mission rows: python bench/mission_benchmark.py --lm "
-              f"{out / 'runs' / f'sft_{MISSIONS}' / 'final'} --lm-questions 8")  # fmt: skip
+              f"{runs.weights(MISSIONS, 'sft')} --lm-questions 8")  # fmt: skip
     # The GRPO curves of the runs this invocation has (after their adapters: a log is read only from a
     # finished run, and asking for one never trains).
     for env in [e for e, part in (("all", "main"), *((e, "ood") for e in ENVS)) if part in parts]:
