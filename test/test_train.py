@@ -427,7 +427,8 @@ def test_sft_method_is_checked_at_load(tiny_models_dir, tmp_path, change: dict, 
 
 def test_the_sft_lm_head_projects_only_labelled_positions_with_the_same_loss_and_gradients() -> None:
     """Under lm_head_on_labelled_positions, TRL's fused LM head (as SFTTrainer adds it) projects only the
-    positions with a label on the CPU, and the loss and every gradient equal those of scoring every position."""
+    positions with a label on the CPU, and the loss and every gradient equal those of scoring every
+    position."""
     import trl.trainer.utils as trl_utils
     from embodied_r_training.rl.warm_start import lm_head_on_labelled_positions
     from transformers import LlamaConfig, LlamaForCausalLM
