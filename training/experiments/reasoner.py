@@ -272,7 +272,7 @@ class Runs:
     model (SFT with ``warm_start.lora: false``: 540 MB in float32, too large for git) is kept as an 8-bit
     GGUF (~145 MB, :data:`KEPT_WEIGHTS`), and every later stage (its evaluations, GRPO's start, the demo)
     reads those weights, read back into float32, on the machine that trained it as on a fresh one: one
-    model everywhere, whose training (~2 h on 2 cores) outlives the machine. It is known downstream by its
+    model everywhere, whose training (~1.5 h on 2 cores) outlives the machine. It is known downstream by its
     recipe (:func:`steps.recipe_identity`)."""
 
     def __init__(self, out: Path, args: argparse.Namespace, data: dict[str, Path], stages: Stages,
