@@ -375,9 +375,9 @@ class Runs:
                 self.train(env, method)
             self.kept.claim(record, key)
             export_gguf(final, record / KEPT_WEIGHTS, quantization="q8_0")
-            weights = KEPT_WEIGHTS if in_git else "not kept (git holds the main run's alone): trained again"
+            kept_as = KEPT_WEIGHTS if in_git else "not kept (git holds the main run's alone): trained again"
             (record / FULL_MODEL_RECORD).write_text(json.dumps(
-                {"weights": weights, "quantization": "q8_0", "trained_into": f"runs/{name}/final"}
+                {"weights": kept_as, "quantization": "q8_0", "trained_into": f"runs/{name}/final"}
             ) + "\n")  # fmt: skip
         kept = files if in_git else (FULL_MODEL_RECORD,)
         self.kept.keep("models", name, key, {f: record / f for f in kept})
