@@ -495,3 +495,52 @@ def test_an_unfinished_lora_run_s_latest_checkpoint_is_kept_and_resumed_on_a_fre
     assert elsewhere.restore_into(tmp_path / "x" / "runs" / "grpo_all") is None
     here.drop(reasoner.CHECKPOINTS, "grpo_all")
     assert not kept_dir.exists()
+
+
+def test_a_prepared_scene_set_is_kept_and_a_fresh_machine_reads_it_back_without_rendering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reasoner.py keeps each prepared scene set (synth then prepare) as its text files with the bag paths
+    written as ``<out>/...``; another OUT (a fresh machine's) gets the same rows back, its own paths in them
+    and parquet files that hold them, without running synth or prepare, and equal data identities (so
+    every later kept result stays valid). Other command lines (another scene size) build their own."""
+    import argparse
+
+    reasoner = _load("reasoner", monkeypatch)
+    steps = sys.modules["steps"]
+    ran: list[str] = []
+    real_cli = reasoner.cli
+    monkeypatch.setattr(reasoner, "cli", lambda command: (ran.append(command[0]), real_cli(command)))
+    args = argparse.Namespace(train_scenes=1, test_scenes=1, size="160x120", duration=8.0, max_keyframes=8,
+                              train_questions_per_task=1, missions=False)  # fmt: skip
+    results = tmp_path / "results"
+
+    def build(out: Path, arguments: argparse.Namespace = args) -> dict[str, Path]:
+        kept = sys.modules["kept"].KeptResults(results, out)
+        return reasoner.build_data(out, arguments, steps.Stages(out), kept, steps.Identities(out))
+
+    here = build(tmp_path / "here")
+    assert ran.count("synth") == 4 and ran.count("prepare") == 4
+    kept_rows = (results / "data" / "train_indoor" / "train.jsonl").read_text()
+    assert str(tmp_path / "here") not in kept_rows and '"<out>/synth/train_indoor/' in kept_rows
+
+    ran.clear()
+    fresh = build(tmp_path / "fresh")
+    assert ran == []  # read back, nothing rendered
+    assert not (tmp_path / "fresh" / "synth").exists()
+    from datasets import Dataset
+
+    for name in ("train_indoor", "test_outdoor", "train_all", "test_all"):
+        split = "train" if name.startswith("train") else "test"
+        lines = (fresh[name] / f"{split}.jsonl").read_text()
+        assert lines == (here[name] / f"{split}.jsonl").read_text().replace(
+            str(tmp_path / "here"), str(tmp_path / "fresh")
+        )
+        rows = [json.loads(line) for line in lines.splitlines()]
+        assert rows and Dataset.from_parquet(str(fresh[name] / f"{split}.parquet")).to_list() == rows
+        assert steps.Identities(tmp_path / "fresh").split(fresh[name], split) == steps.Identities(
+            tmp_path / "here"
+        ).split(here[name], split)
+
+    build(tmp_path / "other", argparse.Namespace(**{**vars(args), "size": "128x96"}))
+    assert ran.count("synth") == 4

@@ -126,6 +126,25 @@ def test_the_check_sees_the_code_a_stage_runs(steps) -> None:
     assert run_outside(executed, steps.EVALUATOR_CODE, steps.PLUMBING) == []
 
 
+def test_building_a_prepared_set_runs_the_data_code(steps, traces_data: Path, tmp_path: Path) -> None:
+    """synth (indoor and outdoor) and prepare with ground-truth perception: what reasoner.py's kept data
+    sets are keyed by (steps.DATA_CODE)."""
+
+    def build() -> None:
+        small = ["--scenes", "1", "--seed", "7", "--size", "160x120", "--duration", "8"]
+        small += ["--max-keyframes", "8"]
+        for where, outdoor in (("indoor", []), ("outdoor", ["--outdoor"])):
+            assert main(["synth", "--out", str(tmp_path / where), *small, *outdoor]) == 0
+            questions = tmp_path / where / "questions.jsonl"
+            prepare = ["prepare", str(questions), "--out", str(tmp_path / where / "d")]
+            prepare += ["--perceiver", "ground_truth", "--split", "1,0,1", "--max-keyframes", "8"]
+            assert main([*prepare, "--no-progress"]) == 0
+
+    executed = executed_modules(build)
+    assert {"embodied_r_training.synth.render", "embodied_r_training.data.prepare"} <= set(executed)
+    assert run_outside(executed, steps.DATA_CODE, steps.PLUMBING) == []
+
+
 def test_training_runs_the_trainer_code_and_what_the_sft_examples_hold(
     steps, traces_data: Path, tiny_models_dir: Path, tmp_path: Path
 ) -> None:

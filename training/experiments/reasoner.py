@@ -34,8 +34,8 @@ blind row), ``OUT/tables/ood_blind.{md,json}`` (:mod:`ood_table`),
 the GRPO curves, ``OUT/summary.json``; copies the figures to ``--figures`` (docs/figures/reasoner_*.png).
 
 Kept across machines in ``--results`` (default ``results/reasoner``, committed) by :mod:`kept`: each
-evaluation, the GRPO logs, and the trained adapters (``models/``: a few MB each, so the demo and a later
-session start from them), each keyed by what it is made of (:mod:`steps`: the prepared data files, the
+prepared scene set (``data/``: :class:`KeptData`), each evaluation, the GRPO logs, and the trained adapters
+(``models/``: a few MB each, so the demo and a later session start from them), each keyed by what it is made of (:mod:`steps`: the prepared data files, the
 resolved config, the base model and adapters by content, the SFT examples, the library versions, and the
 code of that stage alone). A kept result is restored only for an equal key; when one is not, the log says
 which input or code definition changed, and the stage runs again.
@@ -50,7 +50,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from kept import PROVENANCE, KeptResults, StageKey
+from kept import PROVENANCE, KeptResults, StageKey, portable
 from ood_table import markdown as ood_markdown
 from ood_table import ood_rows
 from steps import (
@@ -59,6 +59,7 @@ from steps import (
     Stages,
     System,
     cli,
+    data_key,
     evaluate,
     grpo_log,
     join_sets,
@@ -76,6 +77,9 @@ MISSIONS = "missions"  # the training set (and run) of the mission stage: sft_mi
 FULL_MODEL_RECORD = "full_model.json"  # beside a fully fine-tuned model's kept weights: what they are
 # A fully fine-tuned model as kept in git and as every later stage reads it: 8-bit GGUF (see Runs).
 KEPT_WEIGHTS = "model-q8_0.gguf"
+DATA = "data"  # the prepared scene sets, kept as their text files (KeptData)
+PREPARED_TEXT = ("summary.json", "failures.jsonl", "train.jsonl", "val.jsonl", "test.jsonl")
+SPLITS = ("train", "val", "test")
 CHECKPOINTS = "checkpoints"  # the kept latest checkpoint of an unfinished LoRA run (KeptCheckpoint)
 # The one full model kept in git: the best held-out reasoner as an 8-bit GGUF (embodied-r demo loads it).
 SHIPPED = Path("models") / "shipped"
@@ -116,8 +120,51 @@ BLIND = ("options_only", "chance", "constant", "question_only_sft", "question_on
 # Data
 
 
-def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str, Path]:
-    """The four prepared sets and the two joined ones (module docstring); returns name -> directory."""
+class KeptData:
+    """A prepared scene set (synth, then prepare: ~6 min a set on 2 cores) kept in ``--results`` as its
+    text files, so that a fresh machine reads it back instead of rendering its scenes again. Keyed by
+    :func:`steps.data_key`. The bag paths its rows hold are kept as ``<out>/...`` and written back for this
+    OUT (no row of this experiment reads a bag: perception is ground truth), and its parquet files are made
+    again from those rows by prepare's own writer."""
+
+    def __init__(self, kept: KeptResults, name: str, key: StageKey) -> None:
+        self.kept, self.name, self.key = kept, name, key
+        self.place = {str(kept.out.resolve()): "<out>"}
+
+    def restore(self) -> bool:
+        """Put the kept set in ``OUT/data/NAME``; True when one was kept with this key."""
+        from embodied_r_training.data.schema import write_split
+
+        if not self.kept.restore(DATA, self.name, self.key, PREPARED_TEXT):
+            return False
+        target = self.kept.out / DATA / self.name
+        out = str(self.kept.out.resolve()).rstrip("/") + "/"
+        for f in PREPARED_TEXT:
+            (target / f).write_text((target / f).read_text(encoding="utf-8").replace("<out>/", out), "utf-8")
+        for split in SPLITS:
+            rows = [json.loads(line) for line in (target / f"{split}.jsonl").read_text("utf-8").splitlines()]
+            write_split(target, split, rows)
+        logger.info("%s: restored the kept prepared set (%s)", self.name, self.kept.root / DATA / self.name)
+        return True
+
+    def keep(self) -> None:
+        """Keep ``OUT/data/NAME`` (made under :meth:`KeptResults.claim` with this key), paths portable."""
+        import tempfile
+
+        source = self.kept.out / DATA / self.name
+        with tempfile.TemporaryDirectory(dir=self.kept.out) as staging:
+            files = {}
+            for f in PREPARED_TEXT:
+                files[f] = Path(staging) / f
+                files[f].write_text(portable((source / f).read_text("utf-8"), self.place), "utf-8")
+            self.kept.keep(DATA, self.name, self.key, files)
+
+
+def build_data(
+    out: Path, args: argparse.Namespace, stages: Stages, kept: KeptResults, ids: Identities
+) -> dict[str, Path]:
+    """The four prepared sets (each restored when kept, :class:`KeptData`) and the two joined ones (module
+    docstring); returns name -> directory."""
     data: dict[str, Path] = {}
     for (role, env), seed in SEEDS.items():
         name = f"{role}_{env}"
@@ -138,7 +185,6 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
         command += ["--duration", str(args.duration), "--max-keyframes", str(args.max_keyframes)]
         command += ["--questions-per-task", str(per_task)]
         command += ["--outdoor"] if env == "outdoor" else []
-        stages.run(f"synth {name}", synth / "questions.jsonl", lambda c=command: cli(c))
         split = "1,0,0" if role == "train" else "0,0,1"
         prepare = ["prepare", str(synth / "questions.jsonl"), "--out", str(prepared), "--perceiver"]
         prepare += [
@@ -149,8 +195,14 @@ def build_data(out: Path, args: argparse.Namespace, stages: Stages) -> dict[str,
             str(args.max_keyframes),
             "--no-progress",
         ]
-        stages.run(f"prepare {name}", prepared / "summary.json", lambda p=prepare: cli(p))
         data[name] = prepared
+        made = KeptData(kept, name, data_key([command, prepare], ids.places))
+        if made.restore():
+            continue
+        kept.claim(prepared, made.key)
+        stages.run(f"synth {name}", synth / "questions.jsonl", lambda c=command: cli(c))
+        stages.run(f"prepare {name}", prepared / "summary.json", lambda p=prepare: cli(p))
+        made.keep()
     for role in ("train", "test"):
         joined = out / "data" / f"{role}_all"
         parts = {env: data[f"{role}_{env}"] for env in ENVS}
@@ -633,13 +685,13 @@ def main() -> int:
         stages.run(
             "convert SmolLM2", args.model / "config.json", lambda: cli(["models", "smollm2", str(args.model)])
         )
-    data = build_data(out, args, stages)
+    root = None if args.no_keep else args.results.resolve()
+    kept, ids, flags = KeptResults(root, out, REPO), Identities(out), eval_flags(args)
+    data = build_data(out, args, stages, kept, ids)
     if "missions" in parts:
         data[f"train_{MISSIONS}"] = mission_mix(out, data["train_all"], stages)
     if parts == {"data"}:
         return 0
-    root = None if args.no_keep else args.results.resolve()
-    kept, ids, flags = KeptResults(root, out, REPO), Identities(out), eval_flags(args)
     runs = Runs(out, args, data, stages, kept, ids)
     summary: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "tables": {}}
     if "models" in parts:  # the long runs first, each kept as soon as it is done

@@ -161,6 +161,26 @@ SYSTEM_CODE = {
     "constant": ("embodied_r_training.eval.constant",),
     "chance": (),
 }
+# What writes a prepared scene set: ``embodied-r synth`` (scenes, bags, questions) then ``embodied-r prepare
+# --perceiver ground_truth`` (key frames, their descriptions, prompts). Its rows enter every later key by
+# content; this key says only when a kept set may stand in for building it again (:func:`data_key`). The
+# pipeline's config defaults (key-frame selection) are in it too: prepare reads them.
+DATA_CODE = (
+    "embodied_r_training.synth.*",
+    "embodied_r_training.tasks.*",
+    "embodied_r_training.data.*",
+    "embodied_r_training.perceivers",
+    "embodied_r_ros.config",
+    "embodied_r_ros.frames",
+    "embodied_r_ros.image_conversion",
+    "embodied_r_ros.keyframes",
+    "embodied_r_ros.perception",
+    "embodied_r_ros.perceivers",
+    "embodied_r_ros.poses.*",
+    "embodied_r_ros.question_file",
+    "embodied_r_ros.reasoning.*",
+    "embodied_r_ros.backends.base",
+)
 # What writes the SFT examples (the oracle's traces): keyed by the examples themselves (sft_examples).
 SFT_EXAMPLE_CODE = ("embodied_r_training.tasks.*", "embodied_r_training.synth.world")
 # Plumbing a stage runs whose effect its key holds otherwise (a name ending in ".*": a package).
@@ -205,6 +225,14 @@ def libraries_identity() -> str:
 
     versions = {name: importlib.metadata.version(name) for name in LIBRARIES}
     return value_identity({"python": ".".join(platform.python_version_tuple()[:2]), **versions})
+
+
+def data_key(commands: list[list[str]], places: dict[str, str]) -> StageKey:
+    """The key of a prepared scene set: :data:`DATA_CODE`, the ``embodied-r`` command lines that make it
+    (folders written as ``places`` says) and the library versions."""
+    return stage_code(DATA_CODE).with_inputs(
+        commands=value_identity(commands, places), libraries=libraries_identity()
+    )
 
 
 class Identities:
