@@ -1,9 +1,16 @@
 """Decoding a batch with finished rows dropped (embodied_r_ros/backends/decoding.py) against ``generate``.
 
 The transformers backend decodes text-only batches with each row leaving the batch once it has ended; this
-times both ways on the same batches of held-out reasoner prompts in one process, alternating (greedy, the
-evaluation's batch size, dtype and completion limit), and counts the completions that differ (bf16 numerics
-can flip a near tie when the batch changes shape; float32 gives generate's tokens).
+times three ways on the same batches of held-out reasoner prompts in one process, alternating (greedy, the
+evaluation's batch size, dtype and completion limit), and counts the completions that differ from
+``generate``'s (bf16 numerics can flip a near tie when the batch changes shape; float32 gives generate's
+tokens):
+
+* ``generate``: transformers' own loop (every row to the end of the longest);
+* ``dropping_sdpa``: rows dropped, each step with transformers' ``sdpa`` attention and its cache grown by
+  concatenation (the loop as it was before its cheaper step);
+* ``dropping``: rows dropped, one-token attention over the key/value heads and a cache with room (as the
+  backend and GRPO's rollouts decode).
 
     python bench/bench_decoding.py --model out/reasoner/models/sft_all/weights \\
         --data out/reasoner/data/test_all --batches 2 --json out/bench_decoding.json
@@ -14,6 +21,7 @@ The figures go to BENCHMARKS.md with the command and the machine; timings never 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -26,7 +34,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from embodied_r_ros.backends import transformers_backend
+    from embodied_r_ros.backends import decoding, transformers_backend
     from embodied_r_ros.backends.base import ChatMessage
     from embodied_r_ros.config import model_config
 
@@ -45,18 +53,27 @@ def main(argv: list[str] | None = None) -> int:
     requests = [[ChatMessage.text(m["role"], m["content"]) for m in row["prompt"]] for row in rows]
     config = model_config(args.model, max_new_tokens=args.max_new_tokens, dtype=args.dtype, device="cpu")
     backend = transformers_backend.TransformersBackend(config, vision=False)
-    supports = transformers_backend.supports
-    times: dict[str, list[float]] = {"generate": [], "dropping": []}
-    tokens: dict[str, list[list[int]]] = {"generate": [], "dropping": []}
+    supports, attention, with_room = (
+        transformers_backend.supports,
+        decoding.single_token_attention,
+        decoding.with_room,
+    )
+    ways = ("generate", "dropping_sdpa", "dropping")
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    tokens: dict[str, list[list[int]]] = {way: [] for way in ways}
     for start in range(0, len(requests), args.batch_size):
         batch = requests[start : start + args.batch_size]
-        for way in ("generate", "dropping"):
-            transformers_backend.supports = supports if way == "dropping" else (lambda config: False)
+        for way in ways:
+            transformers_backend.supports = supports if way != "generate" else (lambda config: False)
+            plain = way == "dropping_sdpa"  # the step as it was: sdpa, the cache grown by concatenation
+            decoding.single_token_attention = (lambda model: contextlib.nullcontext()) if plain else attention
+            decoding.with_room = (lambda cache, room: cache) if plain else with_room
             began = time.perf_counter()
             out = backend.generate_ids(batch, temperature=0.0)
             times[way].append(time.perf_counter() - began)
             tokens[way] += out.token_ids
     transformers_backend.supports = supports
+    decoding.single_token_attention, decoding.with_room = attention, with_room
     written = sum(map(len, tokens["dropping"]))
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -67,12 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": args.dtype,
         "seconds": {way: [round(t, 1) for t in ts] for way, ts in times.items()},
         "generate_over_dropping": round(sum(times["generate"]) / sum(times["dropping"]), 2),
+        "dropping_sdpa_over_dropping": round(sum(times["dropping_sdpa"]) / sum(times["dropping"]), 2),
         "tokens_written": written,
         "longest_per_batch": [
             max(map(len, tokens["generate"][i : i + args.batch_size]))
             for i in range(0, len(tokens["generate"]), args.batch_size)
         ],
-        "completions_alike": sum(a == b for a, b in zip(tokens["generate"], tokens["dropping"], strict=True)),
+        "completions_alike_generate": {
+            way: sum(a == b for a, b in zip(tokens["generate"], tokens[way], strict=True)) for way in ways[1:]
+        },
         "completions": len(tokens["generate"]),
         "median_batch_s": {way: round(statistics.median(ts), 1) for way, ts in times.items()},
     }
