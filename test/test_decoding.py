@@ -96,7 +96,11 @@ def test_a_cache_with_room_holds_what_a_dynamic_layer_holds() -> None:
     roomy.crop(-2)
     plain.crop(-2)
     same()
-    k, v = states(4, 1), states(4, 1)
+    for order in (torch.tensor([3, 1, 0, 2]), torch.tensor([0, 0, 1, 2, 3, 3])):  # reordered, then repeated
+        roomy.reorder_cache(order)
+        plain.reorder_cache(order)
+        same()
+    k, v = states(6, 1), states(6, 1)
     roomy.update(k, v)
     plain.update(k, v)
     same()

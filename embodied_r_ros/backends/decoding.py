@@ -247,8 +247,16 @@ class RoomyLayer(DynamicLayer):
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Only keep the rows ``indices`` (their room too)."""
-        self._keys, self._values = self._keys[indices], self._values[indices]
+        """Only keep the rows ``indices``: their filled part moved to the front of the same buffers (rows end
+        often in a batch; copying their room each time would cost more than the copies the room saves)."""
+        rows = len(indices)
+        if rows > self._keys.shape[0]:  # more rows than held (a reordering that repeats rows): new buffers
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._expose()
+            return
+        for buffer in (self._keys, self._values):
+            buffer[:rows, :, : self._length] = buffer[indices, :, : self._length]
+        self._keys, self._values = self._keys[:rows], self._values[:rows]
         self._expose()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
