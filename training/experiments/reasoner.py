@@ -37,8 +37,9 @@ Kept across machines in ``--results`` (default ``results/reasoner``, committed) 
 prepared scene set (``data/``: :class:`KeptData`), each evaluation, the GRPO logs, and the trained adapters
 (``models/``: a few MB each, so the demo and a later session start from them), each keyed by what it is
 made of (:mod:`steps`: the prepared data files, the resolved config, the base model and adapters by
-content, the SFT examples, the library versions, and the code of that stage alone). A kept result is restored only for an equal key; when one is not, the log says
-which input or code definition changed, and the stage runs again.
+content, the SFT examples, the library versions, and the code of that stage alone). A kept result is
+restored only for an equal key; when one is not, the log says which input or code definition changed, and
+the stage runs again.
 """
 
 from __future__ import annotations
