@@ -140,11 +140,13 @@ class KeptData:
             return False
         target = self.kept.out / DATA / self.name
         out = str(self.kept.out.resolve()).rstrip("/") + "/"
+        splits = {f"{split}.jsonl": split for split in SPLITS}
         for f in PREPARED_TEXT:
-            (target / f).write_text((target / f).read_text(encoding="utf-8").replace("<out>/", out), "utf-8")
-        for split in SPLITS:
-            rows = [json.loads(line) for line in (target / f"{split}.jsonl").read_text("utf-8").splitlines()]
-            write_split(target, split, rows)
+            text = (target / f).read_text(encoding="utf-8").replace("<out>/", out)
+            if f in splits:  # the split's rows, as prepare writes them: jsonl and parquet
+                write_split(target, splits[f], [json.loads(line) for line in text.splitlines()])
+            else:
+                (target / f).write_text(text, encoding="utf-8")
         logger.info("%s: restored the kept prepared set (%s)", self.name, self.kept.root / DATA / self.name)
         return True
 
