@@ -28,13 +28,32 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def step_as_before() -> Iterator[None]:
+    """The decoding loop's step as it was before its cheaper one (embodied_r_ros/backends/decoding.py):
+    transformers' ``sdpa`` attention, the cache grown by concatenation, ``torch.multinomial``'s draw."""
+    import torch
+
+    from embodied_r_ros.backends import decoding
+
+    kept = (decoding.single_token_attention, decoding.with_room, decoding.draw)
+    decoding.single_token_attention = lambda model: contextlib.nullcontext()
+    decoding.with_room = lambda cache, room: cache
+    decoding.draw = lambda probs: torch.multinomial(probs, num_samples=1).squeeze(1)
+    try:
+        yield
+    finally:
+        decoding.single_token_attention, decoding.with_room, decoding.draw = kept
 
 
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from embodied_r_ros.backends import decoding, transformers_backend
+    from embodied_r_ros.backends import transformers_backend
     from embodied_r_ros.backends.base import ChatMessage
     from embodied_r_ros.config import model_config
 
@@ -53,11 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = [[ChatMessage.text(m["role"], m["content"]) for m in row["prompt"]] for row in rows]
     config = model_config(args.model, max_new_tokens=args.max_new_tokens, dtype=args.dtype, device="cpu")
     backend = transformers_backend.TransformersBackend(config, vision=False)
-    supports, attention, with_room = (
-        transformers_backend.supports,
-        decoding.single_token_attention,
-        decoding.with_room,
-    )
+    supports = transformers_backend.supports
     ways = ("generate", "dropping_sdpa", "dropping")
     times: dict[str, list[float]] = {way: [] for way in ways}
     tokens: dict[str, list[list[int]]] = {way: [] for way in ways}
@@ -65,15 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         batch = requests[start : start + args.batch_size]
         for way in ways:
             transformers_backend.supports = supports if way != "generate" else (lambda config: False)
-            plain = way == "dropping_sdpa"  # the step as it was: sdpa, the cache grown by concatenation
-            decoding.single_token_attention = (lambda model: contextlib.nullcontext()) if plain else attention
-            decoding.with_room = (lambda cache, room: cache) if plain else with_room
-            began = time.perf_counter()
-            out = backend.generate_ids(batch, temperature=0.0)
-            times[way].append(time.perf_counter() - began)
+            with step_as_before() if way == "dropping_sdpa" else contextlib.nullcontext():
+                began = time.perf_counter()
+                out = backend.generate_ids(batch, temperature=0.0)
+                times[way].append(time.perf_counter() - began)
             tokens[way] += out.token_ids
     transformers_backend.supports = supports
-    decoding.single_token_attention, decoding.with_room = attention, with_room
     written = sum(map(len, tokens["dropping"]))
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),

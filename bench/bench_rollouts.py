@@ -30,13 +30,14 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decoding import step_as_before  # noqa: E402  (the decoding step as it was, beside it)
+
 
 def main(argv: list[str] | None = None) -> int:
     import torch
     from embodied_r_training.rl.shared_prompt import generate_from_shared_prompts
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-    from embodied_r_ros.backends import decoding
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="the policy (e.g. the experiment's SFT model)")
@@ -63,24 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=1.0,
                               eos_token_id=None, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    after = (decoding.single_token_attention, decoding.with_room, decoding.draw)
-    before = (
-        lambda model: contextlib.nullcontext(),
-        lambda cache, room: cache,
-        lambda probs: torch.multinomial(probs, num_samples=1).squeeze(1),
-    )
     times: dict[str, list[float]] = {"before": [], "after": []}
     for repeat in range(args.repeats + 1):  # the first round warms up, untimed
-        for way, parts in (("before", before), ("after", after)):
-            decoding.single_token_attention, decoding.with_room, decoding.draw = parts
+        for way in ("before", "after"):
             torch.manual_seed(repeat)
-            began = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = generate_from_shared_prompts(model, batch, tokenizer.pad_token_id, config, "cpu")
-            if repeat:
-                times[way].append(time.perf_counter() - began)
+            with step_as_before() if way == "before" else contextlib.nullcontext():
+                began = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = generate_from_shared_prompts(model, batch, tokenizer.pad_token_id, config, "cpu")
+                if repeat:
+                    times[way].append(time.perf_counter() - began)
             assert len(out) == len(batch) and all(len(o) == args.max_new_tokens for o in out)
-    decoding.single_token_attention, decoding.with_room, decoding.draw = after
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
