@@ -749,8 +749,10 @@ def main() -> int:
         print("its mission rows: python bench/mission_benchmark.py --lm "
               f"{runs.weights(MISSIONS, 'sft')} --lm-questions 8")  # fmt: skip
     # The GRPO curves of the runs this invocation has (after their adapters: a log is read only from a
-    # finished run, and asking for one never trains).
-    for env in [e for e, part in (("all", "main"), *((e, "ood") for e in ENVS)) if part in parts]:
+    # finished run, and asking for one never trains). ``models`` keeps the main run's log as soon as it has
+    # finished: its checkpoints live in OUT alone, which a fresh machine does not have.
+    has_main = bool(parts & {"main", "models"})
+    for env in [e for e, wanted in (("all", has_main), *((e, "ood" in parts) for e in ENVS)) if wanted]:
         log = grpo_log(out, f"grpo_{env}", kept, runs.key(env, "grpo"))
         curves = plot_training_curves(log, out / "runs" / f"grpo_{env}" / "plots") if log else []
         for curve in curves if env == "all" else []:
