@@ -344,9 +344,8 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     model = tmp_path / "smollm2"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
-    args = argparse.Namespace(
-        model=model, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6, ood_sft_steps=150
-    )
+    args = argparse.Namespace(model=model, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
+                              ood_sft_steps=150, ood_grpo_steps=12)  # fmt: skip
 
     def runs(out: Path, scene_rows: list[dict]):
         data = _data(out / "data", scene_rows)
@@ -354,6 +353,7 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
         mix.mkdir()
         (mix / "train.jsonl").write_text(json.dumps({"id": "missions/m1"}) + "\n")
         data[f"train_{reasoner.MISSIONS}"] = mix
+        data["train_indoor"] = data["train_all"]  # one environment's runs (only their configs are read)
         kept = sys.modules["kept"].KeptResults(None, out)
         return reasoner.Runs(out, args, data, steps.Stages(out), kept, steps.Identities(out)), mix
 
@@ -371,6 +371,9 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     assert main_config.model == str(model) and main_config.warm_start.gradient_checkpointing is False
     other, _ = runs(tmp_path / "other", [{"id": "q2"}])  # another main SFT (other scenes)
     assert other.key(reasoner.MISSIONS, "sft").why_not(key.as_dict()) == "made from another start"
+    # --ood-grpo-steps sizes the one-environment GRPO runs alone; the main run keeps the config's steps
+    assert first.config("indoor", "grpo").grpo["max_steps"] == 12
+    assert first.config("all", "grpo").grpo["max_steps"] == 48
 
 
 def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_without_training(
@@ -392,7 +395,7 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     base.mkdir()
     (base / "config.json").write_text(json.dumps({"hidden_size": 64}))
     args = argparse.Namespace(model=base, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
-                              ood_sft_steps=150)  # fmt: skip
+                              ood_sft_steps=150, ood_grpo_steps=0)  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")
     source = json.loads((tiny_models_dir / "lm" / "config.json").read_text())
     trained: list[Path] = []

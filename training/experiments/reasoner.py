@@ -363,6 +363,8 @@ class Runs:
                 sft.append(f"warm_start.steps={self.args.ood_sft_steps}")
             return load_train_config(self.args.config, sft)
         grpo = [*common, f"model={self.start(env)}", "warm_start.steps=0"]
+        if env in ENVS and self.args.ood_grpo_steps:  # the reward stages keep their steps (rewards:)
+            grpo.append(f"grpo.max_steps={self.args.ood_grpo_steps}")
         return load_train_config(self.args.config, grpo)
 
     def is_adapter(self, env: str, method: str) -> bool:
@@ -642,6 +644,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--test-scenes", type=int, default=10, help="held-out scenes per environment")
     parser.add_argument("--ood-sft-steps", type=int, default=150,
                         help="SFT steps of the runs trained on one environment (0: as main)")  # fmt: skip
+    parser.add_argument("--ood-grpo-steps", type=int, default=0,
+                        help="GRPO steps of the runs trained on one environment (0: as main, 48 of ~200 s "
+                        "on 2 cores)")  # fmt: skip
     parser.add_argument(
         "--missions",
         action="store_true",
