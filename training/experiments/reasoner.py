@@ -645,7 +645,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ood-sft-steps", type=int, default=150,
                         help="SFT steps of the runs trained on one environment (0: as main)")  # fmt: skip
     parser.add_argument("--ood-grpo-steps", type=int, default=0,
-                        help="GRPO steps of the runs trained on one environment (0: as main, 48 of ~200 s "
+                        help="GRPO steps of the runs trained on one environment (0: as main, 48 of ~280 s "
                         "on 2 cores)")  # fmt: skip
     parser.add_argument(
         "--missions",
