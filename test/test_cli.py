@@ -180,6 +180,37 @@ def test_a_command_imports_only_its_own_module():
     assert result.stdout.strip() == "[]"
 
 
+def test_the_demo_loads_the_shipped_reasoner_its_record_names(tmp_path) -> None:
+    """The shipped record names its GGUF file (and the adapter on it) relative to itself: a copy beside it, or
+    kept models elsewhere under results (the SFT's GGUF, GRPO's adapter: not stored twice); a record whose
+    files are missing ships nothing."""
+    import json
+
+    from embodied_r_ros.cli.demo import shipped_reasoner
+
+    root = tmp_path / "results"
+    shipped = root / "models" / "shipped"
+    shipped.mkdir(parents=True)
+    assert shipped_reasoner(root) is None  # no record
+    record = {"file": "../sft_all/model-q8_0.gguf", "label": "SFT", "scores": {}}
+    (shipped / "shipped.json").write_text(json.dumps(record))
+    assert shipped_reasoner(root) is None  # the file it names is not there
+    (root / "models" / "sft_all").mkdir()
+    (root / "models" / "sft_all" / "model-q8_0.gguf").write_bytes(b"GGUF")
+    model, adapter, found = shipped_reasoner(root)
+    assert model == (root / "models" / "sft_all" / "model-q8_0.gguf").resolve() and found == record
+    assert adapter is None
+    (shipped / "shipped.json").write_text(json.dumps({**record, "adapter": "../grpo_all"}))
+    assert shipped_reasoner(root) is None  # GRPO's adapter is named but not kept
+    (root / "models" / "grpo_all").mkdir()
+    (root / "models" / "grpo_all" / "adapter_config.json").write_text("{}")
+    assert shipped_reasoner(root)[1] == (root / "models" / "grpo_all").resolve()
+    (shipped / "shipped.json").write_text(json.dumps({**record, "file": "reasoner-q8_0.gguf"}))
+    assert shipped_reasoner(root) is None
+    (shipped / "reasoner-q8_0.gguf").write_bytes(b"GGUF")
+    assert shipped_reasoner(root)[:2] == ((shipped / "reasoner-q8_0.gguf").resolve(), None)
+
+
 def test_the_demo_picks_the_best_kept_reasoner_and_merges_its_adapter(tiny_models_dir, tmp_path) -> None:
     """`make demo` uses the best reasoner results/reasoner keeps: GRPO or SFT by their held-out score, the
     SFT adapter merged into the base once (`embodied-r models merge`)."""

@@ -144,16 +144,23 @@ def kept_reasoner(root: Path = KEPT_REASONERS) -> tuple[str, dict[str, float]] |
     return max(kept, key=lambda m: (scores[m], m == "grpo")), scores
 
 
-def shipped_reasoner(root: Path = KEPT_REASONERS) -> tuple[Path, dict] | None:
-    """The reasoner ``training/experiments/reasoner.py`` ships in ``root/models/shipped``: its GGUF file and
-    its record (``label``: how it was trained, ``scores``: held-out MC accuracy and numeric MRA of it, the
-    oracle and the blind rows); None when there is none (or its file is missing)."""
+def shipped_reasoner(root: Path = KEPT_REASONERS) -> tuple[Path, Path | None, dict] | None:
+    """The reasoner ``training/experiments/reasoner.py`` ships in ``root/models/shipped``: its GGUF file, the
+    LoRA adapter applied on it (None: none) and its record (``label``: how it was trained, ``scores``:
+    held-out MC accuracy and numeric MRA of it, the oracle and the blind rows); None when there is none (or
+    a file it names is missing). ``file`` and ``adapter`` are relative to the record: kept models are named
+    there (``../sft_all/model-q8_0.gguf``, ``../grpo_all``) rather than copied."""
     record_file = root / SHIPPED / SHIPPED_RECORD
     if not record_file.is_file():
         return None
     record = json.loads(record_file.read_text(encoding="utf-8"))
-    model = root / SHIPPED / str(record.get("file", ""))
-    return (model, record) if record.get("file") and model.is_file() else None
+    model = (root / SHIPPED / str(record.get("file", ""))).resolve()
+    adapter = (root / SHIPPED / record["adapter"]).resolve() if record.get("adapter") else None
+    if not record.get("file") or not model.is_file():
+        return None
+    if adapter is not None and not (adapter / "adapter_config.json").is_file():
+        return None
+    return model, adapter, record
 
 
 def _held_out(scores: dict[str, dict[str, float]]) -> str:
@@ -176,10 +183,14 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
         return ["--params-file", str(args.lm_params)], f"Reasoner: trained with embodied-r train ({trained})."
     shipped = shipped_reasoner()
     if shipped is not None:
-        model, record = shipped
-        return ["--lm", str(model)], (
+        model, adapter, record = shipped
+        flags = ["--lm", str(model)]
+        if adapter is not None:
+            flags += ["--set", f"lm.transformers.adapter={adapter}"]
+        return flags, (
             f"Reasoner: SmolLM2-135M-Instruct after {record['label']}, the best held-out model, as an 8-bit "
-            f"GGUF ({model}); held out, MC accuracy / numeric MRA %: {_held_out(record['scores'])}."
+            f"GGUF ({model}{f' + LoRA adapter {adapter}' if adapter else ''}); held out, MC accuracy / "
+            f"numeric MRA %: {_held_out(record['scores'])}."
         )
     from ..backends.smollm2 import ensure_smollm2
 

@@ -569,7 +569,9 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
     """The best held-out reasoner of the main table (SFT or GRPO, by the mean over task groups) as one
     8-bit GGUF file in ``results/models/shipped`` beside its record (what it is, its held-out scores beside
     the oracle's and the blind rows'), which ``embodied-r demo`` loads; exported again only when the model
-    it would ship differs from the one there (the record holds what it was made from)."""
+    it would ship differs from the one there (the record holds what it was made from). From a fully
+    fine-tuned SFT model nothing is copied: the record names its kept GGUF (``../sft_all/model-q8_0.gguf``)
+    and, when GRPO is best, the kept GRPO adapter (``adapter``: ``../grpo_all``)."""
     from embodied_r_ros.backends.gguf_export import export_gguf
     from embodied_r_ros.backends.merge import merge_adapter
 
@@ -584,18 +586,31 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
     target = results / SHIPPED
     record_file = target / SHIPPED_RECORD
     known = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    if not runs.is_adapter("all", "sft"):
+        # A fully fine-tuned SFT model is kept as an 8-bit GGUF already, and a GRPO run from it keeps its LoRA
+        # adapter: the record names those kept files (paths relative to it) rather than a second copy of
+        # 145 MB in git; the demo loads the GGUF and applies the adapter, as the GRPO evaluation did.
+        runs.full_model("all", "sft")  # restored (or made) and kept in results/models/sft_all
+        record = {"file": f"../sft_all/{KEPT_WEIGHTS}", "label": SHIPPED_LABELS[best], "scores": scores,
+                  "made_from": made_from}  # fmt: skip
+        if best == "grpo":
+            runs.adapter("all", "grpo")
+            record["adapter"] = "../grpo_all"
+        for stale in (target / SHIPPED_FILE, target / f".{SHIPPED_FILE}.partial"):
+            stale.unlink(missing_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
+        record_file.write_text(json.dumps(record, indent=1) + "\n")
+        logger.info("shipped %s for the demo: %s", record_file, record["label"])
+        return record
     record = {"file": SHIPPED_FILE, "label": SHIPPED_LABELS[best], "scores": scores, "made_from": made_from}
     if known.get("made_from") == made_from and (target / SHIPPED_FILE).is_file():
         if known != record:
             record_file.write_text(json.dumps(record, indent=1) + "\n")
         return record
-    if best == "sft" and not runs.is_adapter("all", "sft"):  # its kept GGUF is what ships, as it is
-        exported = runs.full_model("all", "sft").parent / KEPT_WEIGHTS
-    else:
-        model = runs.merged("all") if best == "sft" else merge_adapter(
-            runs.start("all", weights=True), runs.adapter("all", "grpo"), out / "runs" / "grpo_all" / "merged"
-        )  # fmt: skip
-        exported = export_gguf(model, out / "shipped" / SHIPPED_FILE, quantization="q8_0")
+    model = runs.merged("all") if best == "sft" else merge_adapter(
+        runs.start("all", weights=True), runs.adapter("all", "grpo"), out / "runs" / "grpo_all" / "merged"
+    )  # fmt: skip
+    exported = export_gguf(model, out / "shipped" / SHIPPED_FILE, quantization="q8_0")
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(exported, target / f".{SHIPPED_FILE}.partial")
     (target / f".{SHIPPED_FILE}.partial").rename(target / SHIPPED_FILE)  # the record comes last
