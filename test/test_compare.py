@@ -91,7 +91,12 @@ def test_compare_tables_runs_of_the_same_records(tmp_path: Path, capsys) -> None
     assert strong_row["label"] == "strong" and strong_row["mc_accuracy"]["mean"] == 1.0
     assert strong_row["versus"]["weak"]["mean"] == 1.0 and strong_row["versus"]["weak"]["significant"]
     assert result["systems"][0]["versus"] == {}
+    # numeric records c and d: 0.9 and 1.0 against 0.2 and 0.3, paired
+    assert strong_row["versus_numeric"]["weak"]["mean"] == pytest.approx(0.7)
     table = comparison_markdown(result)
+    header, rule = table.splitlines()[2:4]
+    assert "| MC vs weak | MRA vs weak |" in header and header.count("|") == rule.count("|")
+    assert "| 70.0 [" in table
     assert "| strong | 100.0 [100.0, 100.0] | 95.0 [90.0, 100.0] |" in table
     assert "| route (mc) | 0.0 | 100.0 |" in table and "read whole" not in table
     result["systems"][0]["mc_accuracy_lenient"] = {"mean": 0.5, "low": 0.0, "high": 1.0}
@@ -166,7 +171,10 @@ def test_each_system_is_compared_with_the_best_blind_row_of_each_task(tmp_path: 
     assert model["versus"]["chance"]["mean"] == pytest.approx(0.375)  # the given baselines still work
 
     table = comparison_markdown(result)
-    assert "| mean length (tokens) | MC vs chance | MC vs best blind | MRA vs best blind |" in table
+    assert (
+        "| mean length (tokens) | MC vs chance | MRA vs chance | MC vs best blind | MRA vs best blind |"
+        in table
+    )
     assert "| model | 75.0 [" in table and "| -25.0 [" in table and "| -10.0 [" in table
     assert "| qo (blind) |" in table and "| chance (blind) |" in table
     assert "| order (mc) | 50.0 | 25.0 | 100.0 | 0.0 | 100.0 (const) |" in table

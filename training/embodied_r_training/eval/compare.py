@@ -168,7 +168,8 @@ def compare(runs: list[Run], baselines: list[str] = (), blind: list[str] = ()) -
                 for task, forms in run.metrics["tasks"].items()
                 for form, group in forms.items()
             },
-            "versus": {},
+            "versus": {},  # MC accuracy against each baseline, paired
+            "versus_numeric": {},  # numeric MRA against each baseline, paired
             "versus_best_blind": {
                 form: _significant(paired_difference(run.scores(ids), composite[form])) for form, ids in forms
             }
@@ -179,6 +180,9 @@ def compare(runs: list[Run], baselines: list[str] = (), blind: list[str] = ()) -
             if baseline != run.label:
                 difference = paired_difference(run.scores(mc_ids), by_label[baseline].scores(mc_ids))
                 row["versus"][baseline] = _significant(difference)
+                if numeric_ids:
+                    numeric = run.scores(numeric_ids), by_label[baseline].scores(numeric_ids)
+                    row["versus_numeric"][baseline] = _significant(paired_difference(*numeric))
         systems.append(row)
     return {
         "records": {"mc": len(mc_ids), "numeric": len(numeric_ids)},
@@ -229,13 +233,16 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         "",
         "| system | MC accuracy | numeric MRA | format | consistency | "
         + (f"mean length ({unit}) | " if unit else "mean length | ")
-        + "".join(f"MC vs {b} | " for b in baselines)
+        + "".join(f"MC vs {b} | MRA vs {b} | " for b in baselines)
         + "".join(f"{c} | " for c in versus_blind)
         + ("MC accuracy, untagged answers read whole |" if lenient else ""),
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(baselines) + len(versus_blind) + lenient),
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * (2 * len(baselines) + len(versus_blind) + lenient),
     ]
     for s in systems:
-        versus = "".join(f"{_difference(s['versus'].get(b))} | " for b in baselines)
+        versus = "".join(
+            f"{_difference(s['versus'].get(b))} | {_difference(s.get('versus_numeric', {}).get(b))} | "
+            for b in baselines
+        )
         if blind:
             versus += "".join(f"{_difference(s['versus_best_blind'].get(f))} | " for f in (MC, NUMERIC))
         extra = f"{percent_with_ci(s.get('mc_accuracy_lenient'))} |" if lenient else ""
