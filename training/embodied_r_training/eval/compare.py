@@ -178,11 +178,11 @@ def compare(runs: list[Run], baselines: list[str] = (), blind: list[str] = ()) -
         }
         for baseline in baselines:
             if baseline != run.label:
-                difference = paired_difference(run.scores(mc_ids), by_label[baseline].scores(mc_ids))
-                row["versus"][baseline] = _significant(difference)
-                if numeric_ids:
-                    numeric = run.scores(numeric_ids), by_label[baseline].scores(numeric_ids)
-                    row["versus_numeric"][baseline] = _significant(paired_difference(*numeric))
+                other = by_label[baseline]
+                mc = paired_difference(run.scores(mc_ids), other.scores(mc_ids))
+                numeric = paired_difference(run.scores(numeric_ids), other.scores(numeric_ids))
+                row["versus"][baseline] = _significant(mc)
+                row["versus_numeric"][baseline] = _significant(numeric)
         systems.append(row)
     return {
         "records": {"mc": len(mc_ids), "numeric": len(numeric_ids)},
@@ -240,7 +240,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     ]
     for s in systems:
         versus = "".join(
-            f"{_difference(s['versus'].get(b))} | {_difference(s.get('versus_numeric', {}).get(b))} | "
+            f"{_difference(s['versus'].get(b))} | {_difference(s['versus_numeric'].get(b))} | "
             for b in baselines
         )
         if blind:
