@@ -23,6 +23,8 @@ length). Run::
 
     python bench/mission_benchmark.py [--lengths 5 20 60 120] [--seeds 0 1] [--questions-per-kind 40]
         [--min-per-kind 40] [--most-missions 6] [--missions out/missions/bench] [--out out/mission_benchmark]
+        [--lm DIR --lm-questions N]
+    python bench/mission_benchmark.py --from-results out/mission_benchmark/results.json  # the table again
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
     """Per length, seed and kind: n, recall@k, evidence reached (any / all), the scores."""
     systems = shown(results)
     header = ["min", "seed", "kind", "metric", "n", "recall@k", "reached (any / all)", *systems]
-    if LM in systems:  # the LM may answer the first --lm-questions of each kind only: the oracle there too
-        header += ["n (LM)", "oracle on the LM's"]
+    if LM in systems:  # the LM may answer the first --lm-questions of each kind only: the others there too
+        header += ["n (LM)", "oracle on the LM's", "best blind on the LM's"]
     lines = ["| " + " | ".join(header) + " |", "|---:|---|---|---|" + "---:|" * (len(header) - 4)]
     for seed, held_out, result in sorted(results, key=lambda r: (r[2].minutes, r[0])):
         for row in kind_rows(result):
@@ -149,15 +151,23 @@ def table(results: list[tuple[int, bool, MissionAnswers]]) -> str:
                      f"{row.reached_any:.2f} / {row.reached_all:.2f}",
                      *(_cell(v) for v in scores)]  # fmt: skip
             if LM in systems:
-                cells += [str(row.scored.get(LM, 0)), _cell(oracle_on_lm_questions(result, row.kind))]
+                cells += [str(row.scored.get(LM, 0)), _cell(on_lm_questions(result, row.kind, ORACLE)),
+                          _cell(best_blind_on_lm_questions(result, row.kind))]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def oracle_on_lm_questions(result: MissionAnswers, kind: str) -> float | None:
-    """The oracle's mean score over the questions of ``kind`` (or all) that the LM answered."""
-    values = [q.scores[ORACLE] for q in result.questions if LM in q.scores and kind in (ALL, q.kind)]
+def on_lm_questions(result: MissionAnswers, kind: str, system: str) -> float | None:
+    """``system``'s mean score over the questions of ``kind`` (or all) that the LM answered."""
+    values = [q.scores[system] for q in result.questions
+              if LM in q.scores and system in q.scores and kind in (ALL, q.kind)]  # fmt: skip
     return sum(values) / len(values) if values else None
+
+
+def best_blind_on_lm_questions(result: MissionAnswers, kind: str) -> float | None:
+    """The best blind row's mean over the questions the LM answered (the LM's like-for-like bar)."""
+    scores = [v for s in BLIND if (v := on_lm_questions(result, kind, s)) is not None]
+    return max(scores) if scores else None
 
 
 def _cell(value: float | None) -> str:
@@ -198,6 +208,23 @@ def plot(results: list[tuple[int, bool, MissionAnswers]], path: Path) -> Path:
     axes[-1].legend(fontsize=6, loc="lower left")
     figure.savefig(path)
     return path
+
+
+def write_tables(results: list[tuple[int, bool, MissionAnswers]], out: Path) -> str:
+    """``out``/table.md and ``out``/kinds.png from the evaluated groups; returns the table."""
+    text = table(results)
+    (out / "table.md").write_text(text)
+    plot(results, out / "kinds.png")
+    return text
+
+
+def rewrite_tables(path: Path) -> int:
+    """The table and plot of a kept ``results.json`` written again beside it (after the table changed)."""
+    report = json.loads(path.read_text())
+    results = [(m["seed"], m["held_out"], MissionAnswers.from_dict(m)) for m in report["missions"]]
+    print(write_tables(results, path.parent))
+    print(f"wrote {path.parent}/table.md, kinds.png from {path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         help="describe every 1 fps candidate, or the key frames only (memory.describe_candidates; default: "
         "the node's, every candidate)",
     )
+    parser.add_argument(
+        "--from-results",
+        type=Path,
+        help="write table.md and kinds.png again from a results.json this command wrote (no mission is run)",
+    )
     args = parser.parse_args(argv)
+    if args.from_results is not None:
+        return rewrite_tables(args.from_results)
     if len(args.seeds) < 2:
         parser.error("--seeds needs two at least: the blind rules are chosen on the other seeds' missions")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -290,10 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         "missions": [{"seed": s, "held_out": h, **r.to_dict()} for s, h, r in results],
     }
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
-    text = table(results)
-    (args.out / "table.md").write_text(text)
-    plot(results, args.out / "kinds.png")
-    print(text)
+    print(write_tables(results, args.out))
     print(f"wrote {args.out}/results.json, table.md, kinds.png in {report['seconds']:.0f} s")
     return 0
 

@@ -20,9 +20,11 @@ from embodied_r_training.eval.mission_answers import (
     ALL,
     CHANCE,
     EVIDENCE,
+    LM,
     OPTIONS_ONLY,
     ORACLE,
     ORACLE_EVIDENCE,
+    QUESTION_ONLY,
     RETRIEVED,
     MissionAnswers,
     MissionAnswersConfig,
@@ -455,3 +457,50 @@ def test_a_step_is_read_from_the_odometry_account_and_nothing_else() -> None:
     assert parse_step("move forward") is None  # a VLM's label: no metres
     assert parse_step("I moved sideways 1.0 m") is None
     assert dead_reckon([Step(2.0), None, Step(1.0)])[2:] == [None, None]
+
+
+@pytest.fixture()
+def mission_benchmark():
+    """bench/mission_benchmark.py as a module (its thread settings undone: they would reach later tests)."""
+    import importlib.util
+    import os
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "mission_benchmark.py"
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location("mission_benchmark_under_test", bench)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+
+
+def test_the_benchmark_reads_its_results_back_and_bars_the_lm_by_the_blind_rows_on_its_own_questions(
+    answers, mission_benchmark, tmp_path
+) -> None:
+    data = json.loads(json.dumps(answers.to_dict()))
+    assert json.loads(json.dumps(MissionAnswers.from_dict({**data, "seed": 1}).to_dict())) == data
+    # the LM answered the first two questions of one kind: its bar is the blind rows over those two alone
+    kind = answers.questions[0].kind
+    asked = _of_kind(answers, kind)[:2]
+    ids = {q.id for q in asked}
+    questions = [
+        replace(q, scores={**q.scores, LM: 1.0, QUESTION_ONLY: 0.0}) if q.id in ids else q
+        for q in answers.questions
+    ]
+    with_lm = replace(answers, questions=questions, lm="a reasoner")
+    blind = [s for s in mission_benchmark.BLIND if all(s in q.scores for q in asked)]
+    assert blind, "the short mission's answers hold blind rows"
+    best = max(sum(q.scores[s] for q in asked) / len(asked) for s in blind)
+    assert mission_benchmark.best_blind_on_lm_questions(with_lm, kind) == pytest.approx(best)
+    assert mission_benchmark.on_lm_questions(with_lm, kind, LM) == 1.0
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"missions": [{"seed": 1, "held_out": True, **with_lm.to_dict()}]}))
+    assert mission_benchmark.rewrite_tables(path) == 0
+    table = (tmp_path / "table.md").read_text()
+    assert "best blind on the LM's" in table.splitlines()[0]
+    assert (tmp_path / "kinds.png").stat().st_size > 0

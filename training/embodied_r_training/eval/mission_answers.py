@@ -41,7 +41,7 @@ import json
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,13 @@ class MissionAnswers:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for a JSON report."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MissionAnswers:
+        """The evaluation :meth:`to_dict` wrote (keys it did not write, e.g. a report's seed, are ignored)."""
+        fields_ = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in data.items() if k in fields_}
+        return cls(**{**kept, "questions": [QuestionResult(**q) for q in data["questions"]]})
 
 
 # ---------------------------------------------------------------------------------------------- inputs
