@@ -201,6 +201,7 @@ def plot(results: list[tuple[int, bool, MissionAnswers]], path: Path) -> Path:
                 ax.plot(x, y, style, color=colour, marker="o", label=f"{label}, seed {seed}")
         ax.set_xscale("log")
         ax.set_xticks([r.minutes for _, _, r in results], [f"{r.minutes:g}" for _, _, r in results])
+        ax.minorticks_off()  # the log axis' minor labels ("3 x 10^1") crowd the lengths
         ax.set_ylim(0, 1.05)
         ax.set_title("all kinds" if kind == ALL else kind)
         ax.set_xlabel("mission minutes")
