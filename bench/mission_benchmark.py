@@ -24,7 +24,7 @@ length). Run::
     python bench/mission_benchmark.py [--lengths 5 20 60 120] [--seeds 0 1] [--questions-per-kind 40]
         [--min-per-kind 40] [--most-missions 6] [--missions out/missions/bench] [--out out/mission_benchmark]
         [--lm DIR --lm-questions N]
-    python bench/mission_benchmark.py --from-results out/mission_benchmark/results.json  # the table again
+    python bench/mission_benchmark.py --from-results RUN/results.json [...] --out DIR  # the table again
 """
 
 from __future__ import annotations
@@ -219,12 +219,14 @@ def write_tables(results: list[tuple[int, bool, MissionAnswers]], out: Path) -> 
     return text
 
 
-def rewrite_tables(path: Path) -> int:
-    """The table and plot of a kept ``results.json`` written again beside it (after the table changed)."""
-    report = json.loads(path.read_text())
-    results = [(m["seed"], m["held_out"], MissionAnswers.from_dict(m)) for m in report["missions"]]
-    print(write_tables(results, path.parent))
-    print(f"wrote {path.parent}/table.md, kinds.png from {path}")
+def rewrite_tables(paths: list[Path], out: Path) -> int:
+    """The table and plot of kept ``results.json`` files (one run's, or several runs' together, e.g. one per
+    length) written again to ``out``."""
+    missions = [m for path in paths for m in json.loads(path.read_text())["missions"]]
+    results = [(m["seed"], m["held_out"], MissionAnswers.from_dict(m)) for m in missions]
+    out.mkdir(parents=True, exist_ok=True)
+    print(write_tables(results, out))
+    print(f"wrote {out}/table.md, kinds.png from {', '.join(map(str, paths))}")
     return 0
 
 
@@ -275,11 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-results",
         type=Path,
-        help="write table.md and kinds.png again from a results.json this command wrote (no mission is run)",
+        nargs="+",
+        help="write table.md and kinds.png to --out again from results.json files this command wrote, "
+        "several runs' together (no mission is run)",
     )
     args = parser.parse_args(argv)
-    if args.from_results is not None:
-        return rewrite_tables(args.from_results)
+    if args.from_results:
+        return rewrite_tables(args.from_results, args.out)
     if len(args.seeds) < 2:
         parser.error("--seeds needs two at least: the blind rules are chosen on the other seeds' missions")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

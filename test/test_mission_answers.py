@@ -500,7 +500,8 @@ def test_the_benchmark_reads_its_results_back_and_bars_the_lm_by_the_blind_rows_
     assert mission_benchmark.on_lm_questions(with_lm, kind, LM) == 1.0
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"missions": [{"seed": 1, "held_out": True, **with_lm.to_dict()}]}))
-    assert mission_benchmark.rewrite_tables(path) == 0
-    table = (tmp_path / "table.md").read_text()
+    assert mission_benchmark.rewrite_tables([path, path], tmp_path / "both") == 0
+    table = (tmp_path / "both" / "table.md").read_text()
     assert "best blind on the LM's" in table.splitlines()[0]
-    assert (tmp_path / "kinds.png").stat().st_size > 0
+    assert sum("**all**" in line for line in table.splitlines()) == 2  # each file's rows
+    assert (tmp_path / "both" / "kinds.png").stat().st_size > 0
