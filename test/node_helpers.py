@@ -108,15 +108,22 @@ def node_parameters(config: NodeConfig, **extra) -> list[Parameter]:
     return [Parameter(name, value=value) for name, value in values.items()]
 
 
+def gated_parameters(config: NodeConfig, **extra) -> list[Parameter]:
+    """:func:`node_parameters` for a node on the gated pipeline: without the memory's background describer,
+    which calls the same gated VLM while the node is idle. A describer batch that reached a closed gate
+    first would set ``gate.entered`` for a question still queued behind it (CI saw a busy answer there)."""
+    return node_parameters(config, **{"memory.describe": False, **extra})
+
+
 def gated_node(context, gated_pipeline, namespace: str, **overrides) -> EmbodiedRNode:
-    """A node in ``namespace`` on the module's gated pipeline, with :func:`node_parameters` and
+    """A node in ``namespace`` on the module's gated pipeline, with :func:`gated_parameters` and
     ``overrides``."""
     pipeline, _, config = gated_pipeline
     return EmbodiedRNode(
         pipeline=pipeline,
         context=context,
         namespace=namespace,
-        parameter_overrides=node_parameters(config, **overrides),
+        parameter_overrides=gated_parameters(config, **overrides),
     )
 
 

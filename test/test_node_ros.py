@@ -28,7 +28,7 @@ from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.msg import SpatialAnswer, SpatialQuestion
 from embodied_r_ros.srv import AskSpatial
 from nav_msgs.msg import Odometry
-from node_helpers import WAIT_S, Spinning, gated_node, node_parameters, result_of, wait_for
+from node_helpers import WAIT_S, Spinning, gated_node, gated_parameters, result_of, wait_for
 from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -59,7 +59,7 @@ class System:
             pipeline=pipeline,
             context=context,
             namespace="robot",
-            parameter_overrides=node_parameters(
+            parameter_overrides=gated_parameters(
                 config, **{"camera.qos": "reliable", "camera.qos_depth": 100}
             ),
         )
@@ -67,7 +67,7 @@ class System:
             pipeline=pipeline,
             context=context,
             namespace="robot2",
-            parameter_overrides=node_parameters(
+            parameter_overrides=gated_parameters(
                 config,
                 **{"camera.compressed": True, "pose.topic": "", "query.pre_encode_keyframes": False},
             ),
