@@ -345,7 +345,7 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
     args = argparse.Namespace(model=model, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
-                              ood_sft_steps=150, ood_grpo_steps=12)  # fmt: skip
+                              ood_sft_steps=150, ood_grpo_steps=12, sft_steps=0)  # fmt: skip
 
     def runs(out: Path, scene_rows: list[dict]):
         data = _data(out / "data", scene_rows)
@@ -374,6 +374,36 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     # --ood-grpo-steps sizes the one-environment GRPO runs alone; the main run keeps the config's steps
     assert first.config("indoor", "grpo").grpo["max_steps"] == 12
     assert first.config("all", "grpo").grpo["max_steps"] == 48
+    assert main_config.warm_start.steps == 240 and first.config("indoor", "sft").warm_start.steps == 150
+    # --sft-steps sizes the main SFT alone
+    args.sft_steps = 480
+    longer, _ = runs(tmp_path / "longer", [{"id": "q1"}])
+    assert longer.config("all", "sft").warm_start.steps == 480
+    assert longer.config("indoor", "sft").warm_start.steps == 150
+    assert longer.key("all", "sft").why_not(first.key("all", "sft").as_dict()) is not None
+
+
+def test_list_repeats_adds_copies_of_the_long_list_questions_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--list-repeats K``: every object_count question of 2 or more and every ego_altitude question K
+    times in all (ids kept unique), every other question once; the main runs train on that set."""
+    reasoner = _load("reasoner", monkeypatch)
+    steps = sys.modules["steps"]
+    rows = [
+        {"id": "one", "task": "object_count", "solution": "1"},
+        {"id": "three", "task": "object_count", "solution": "3"},
+        {"id": "climb", "task": "ego_altitude", "solution": "2.4"},
+        {"id": "far", "task": "abs_distance", "solution": "5.0"},
+    ]
+    train_all = tmp_path / "data" / "train_all"
+    train_all.mkdir(parents=True)
+    (train_all / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lists = reasoner.longer_lists(tmp_path, train_all, 3, steps.Stages(tmp_path))
+    ids = [json.loads(line)["id"] for line in (lists / "train.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(["one", "three", "climb", "far", "three#2", "climb#2", "three#3", "climb#3"])
+    assert (lists / "train.parquet").exists()
+    assert reasoner.repeat_long_lists(rows, 1) == rows
 
 
 def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_without_training(

@@ -215,9 +215,54 @@ def build_data(
             lambda p=parts, r=role, j=joined: join_sets(p, r, j),
         )
         data[f"{role}_all"] = joined
+    if args.list_repeats > 1:
+        data["train_all_lists"] = longer_lists(out, data["train_all"], args.list_repeats, stages)
     if args.missions:
-        data["train_all_missions"] = mission_data(out, data["train_all"], stages)
+        data["train_all_missions"] = mission_data(out, data.get("train_all_lists", data["train_all"]), stages)
     return data
+
+
+# The scene tasks whose traces enumerate: object_count lists each distinct sighting, ego_altitude each climb.
+LIST_TASKS = ("object_count", "ego_altitude")
+
+
+def is_long_list(row: dict[str, Any]) -> bool:
+    """Whether ``row``'s oracle trace lists two or more items: an ego_altitude question (a climb a step), an
+    object_count question whose count is 2 or more."""
+    if row["task"] == "object_count":
+        return float(row["solution"]) >= 2
+    return row["task"] in LIST_TASKS
+
+
+def repeat_long_lists(rows: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    """``rows`` and ``repeats - 1`` more copies of each long-list row (:func:`is_long_list`), ids made
+    unique with ``#2``, ``#3``, ...: the reasoner stopped its lists after the first item, and most training
+    counts are 1 (302 of 470)."""
+    extra = [
+        {**row, "id": f"{row['id']}#{copy}"}
+        for copy in range(2, repeats + 1)
+        for row in rows
+        if is_long_list(row)
+    ]
+    return [*rows, *extra]
+
+
+def longer_lists(out: Path, train_all: Path, repeats: int, stages: Stages) -> Path:
+    """The main runs' training set with ``--list-repeats``: ``train_all`` and its long-list rows
+    (:func:`repeat_long_lists`) ``repeats`` times in all: ``OUT/data/train_all_lists``."""
+    from datasets import Dataset
+
+    def write(target: Path) -> None:
+        lines = (train_all / "train.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = repeat_long_lists([json.loads(line) for line in lines if line.strip()], repeats)
+        target.mkdir(parents=True, exist_ok=True)
+        with (target / "train.jsonl").open("w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        Dataset.from_list(rows).to_parquet(str(target / "train.parquet"))
+
+    lists = out / "data" / "train_all_lists"
+    stages.run("repeat long lists", lists / "train.parquet", lambda: write(lists))
+    return lists
 
 
 def mission_questions(out: Path, stages: Stages) -> Path:
@@ -345,8 +390,12 @@ class Runs:
 
     def train_set(self, env: str) -> Path:
         """The training data of the runs of ``env``: the main runs' holds the mission questions too (when
-        built), the indoor and outdoor runs' their environment's scenes alone."""
-        return self.data.get(f"train_{env}_missions", self.data[f"train_{env}"])
+        built) and the long lists repeated (``--list-repeats``), the indoor and outdoor runs' their
+        environment's scenes alone."""
+        for variant in ("missions", "lists"):
+            if f"train_{env}_{variant}" in self.data:
+                return self.data[f"train_{env}_{variant}"]
+        return self.data[f"train_{env}"]
 
     def _config(self, env: str, method: str) -> Any:
         from embodied_r_training.rl.train_config import load_train_config
@@ -361,6 +410,8 @@ class Runs:
             sft = [*common, f"model={self.args.model}", "method=sft"]
             if env in ENVS and self.args.ood_sft_steps:  # each environment alone: half the data, fewer steps
                 sft.append(f"warm_start.steps={self.args.ood_sft_steps}")
+            elif env not in ENVS and self.args.sft_steps:  # the main SFT, longer or shorter than the config's
+                sft.append(f"warm_start.steps={self.args.sft_steps}")
             return load_train_config(self.args.config, sft)
         grpo = [*common, f"model={self.start(env)}", "warm_start.steps=0"]
         if env in ENVS and self.args.ood_grpo_steps:  # the reward stages keep their steps (rewards:)
@@ -659,6 +710,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--test-scenes", type=int, default=10, help="held-out scenes per environment")
     parser.add_argument("--ood-sft-steps", type=int, default=150,
                         help="SFT steps of the runs trained on one environment (0: as main)")  # fmt: skip
+    parser.add_argument("--sft-steps", type=int, default=0,
+                        help="SFT steps of the main run (0: the config's warm_start.steps, 240 of 8: 1920 of "
+                        "the ~5400 training traces)")  # fmt: skip
     parser.add_argument("--ood-grpo-steps", type=int, default=0,
                         help="GRPO steps of the runs trained on one environment (0: as main, 48 of ~280 s "
                         "on 2 cores)")  # fmt: skip
@@ -668,6 +722,9 @@ def parse_args() -> argparse.Namespace:
         help="train the main runs on mission questions too (prompts ~4x a scene's: the first "
         "SFT step over them took 454 s on 2 cores, against ~45 s)",
     )
+    parser.add_argument("--list-repeats", type=int, default=1,
+                        help="the main runs see each training question whose trace lists two or more items "
+                        "(object_count of 2 or more, ego_altitude) this many times (1: once)")  # fmt: skip
     parser.add_argument("--mission-sft-steps", type=int, default=48,
                         help="steps of the mission stage (batch 4: 48 steps, 192 questions)")  # fmt: skip
     parser.add_argument("--size", default="320x240", help="rendered image size (key frames are chosen on it)")
