@@ -246,6 +246,11 @@ class TransformersOptions:
     image_cache_mb: float = param(
         256.0, "VLM: MB of encoded key frames kept for reuse; 0 = off", bounds=(0.0, 1_000_000.0)
     )
+    calculator: bool = param(
+        False,
+        "LM: a calculator writes the result of each arithmetic step the reasoning sets up (x: 1.06 + 1.68 = "
+        "...), the model the rest (reasoning/calculator.py); off: the model's own arithmetic, as trained",
+    )
     trust_remote_code: bool = param(False, "allow custom model code from the checkpoint (off by default)")
     # Off by default: robots usually run offline.
     allow_download: bool = param(False, "fetch the model from the hub when it is not on disk")

@@ -425,7 +425,7 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     base.mkdir()
     (base / "config.json").write_text(json.dumps({"hidden_size": 64}))
     args = argparse.Namespace(model=base, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
-                              ood_sft_steps=150, ood_grpo_steps=0)  # fmt: skip
+                              ood_sft_steps=150, ood_grpo_steps=0, sft_steps=0)  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")
     source = json.loads((tiny_models_dir / "lm" / "config.json").read_text())
     trained: list[Path] = []
@@ -545,7 +545,7 @@ def test_a_prepared_scene_set_is_kept_and_a_fresh_machine_reads_it_back_without_
     real_cli = reasoner.cli
     monkeypatch.setattr(reasoner, "cli", lambda command: (ran.append(command[0]), real_cli(command)))
     args = argparse.Namespace(train_scenes=1, test_scenes=1, size="160x120", duration=8.0, max_keyframes=8,
-                              train_questions_per_task=1, missions=False)  # fmt: skip
+                              train_questions_per_task=1, missions=False, list_repeats=1)  # fmt: skip
     results = tmp_path / "results"
 
     def build(out: Path, arguments: argparse.Namespace = args) -> dict[str, Path]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from transformers import AttentionInterface, GenerationConfig
@@ -42,6 +42,10 @@ from transformers.generation import (
 )
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+# Replaces a step's chosen tokens (the batch's rows by their place in the output, the chosen tokens), e.g.
+# with a calculator's (calculator_decoding.CalculatorTokens).
+Force = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 # What a config may set, beyond its defaults, for this loop to sample as ``generate`` would.
 HANDLED = {
@@ -78,18 +82,30 @@ def warpers(config: GenerationConfig) -> LogitsProcessorList:
 
 @torch.no_grad()
 def sample_dropping_finished(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache: Any, config: GenerationConfig
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    cache: Any,
+    config: GenerationConfig,
+    force: Force | None = None,
 ) -> torch.Tensor:
     """The completions of ``input_ids`` (rows × width, left-padded) under ``config``, each row decoded until
     it writes an end token or ``config.max_new_tokens``; ``cache`` holds every prompt token but each row's
     last (as ``generate`` continues a cache). Rows that ended leave the batch. Returns rows ×
-    the longest completion, padded with ``config.pad_token_id`` after each row's end, as ``generate``."""
+    the longest completion, padded with ``config.pad_token_id`` after each row's end, as ``generate``.
+    ``force``: called with each step's rows and chosen tokens, returns the tokens written (and fed back)."""
+    room = with_room(cache, int(config.max_new_tokens))
     with single_token_attention(model):
-        return _decode(model, input_ids, attention_mask, with_room(cache, int(config.max_new_tokens)), config)
+        return _decode(model, input_ids, attention_mask, room, config, force)
 
 
 def _decode(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache: Any, config: GenerationConfig
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    cache: Any,
+    config: GenerationConfig,
+    force: Force | None = None,
 ) -> torch.Tensor:
     """:func:`sample_dropping_finished`'s loop."""
     rows, limit = input_ids.shape[0], int(config.max_new_tokens)
@@ -111,6 +127,8 @@ def _decode(
             chosen = draw(torch.softmax(scores, dim=-1))
         else:
             chosen = scores.argmax(dim=-1)
+        if force is not None:
+            chosen = force(active, chosen)
         out[active, step] = chosen
         length = step + 1
         going = ~torch.isin(chosen, ends)
@@ -139,7 +157,11 @@ def draw(probs: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def decode_batch(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, config: GenerationConfig
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    config: GenerationConfig,
+    force: Force | None = None,
 ) -> torch.Tensor:
     """:func:`sample_dropping_finished` of a left-padded batch from scratch: every prompt token but the last
     run once into a fresh cache (no logits but the last position's), then decoded."""
@@ -150,7 +172,7 @@ def decode_batch(
     if input_ids.shape[1] > 1:
         model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1],
               position_ids=positions[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
-    return sample_dropping_finished(model, input_ids, attention_mask, cache, config)
+    return sample_dropping_finished(model, input_ids, attention_mask, cache, config, force)
 
 
 # ----------------------------------------------------------------------------------------------------

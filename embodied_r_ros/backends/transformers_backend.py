@@ -26,6 +26,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from ..config import ModelConfig
 from ..frames import FrameError, validate_image
 from .base import BackendError, ChatRequest, PromptRoom, PromptTooLongError
+from .calculator_decoding import CalculatorTokens
 from .decoding import decode_batch, supports
 from .image_cache import EncodedImageCache, image_key
 from .loading import read_model_config, resolve_adapter_dir, resolve_model_dir
@@ -423,9 +424,13 @@ class TransformersBackend:
             inputs = self.prepare(requests, encoded=True)
             config = self._generation_config(max_new_tokens, temperature, return_logits)
             self._check_context(inputs["input_ids"].shape[1], config.max_new_tokens)
-            if len(requests) > 1 and set(inputs) == {"input_ids", "attention_mask"} and supports(config):
+            text_only = set(inputs) == {"input_ids", "attention_mask"} and supports(config)
+            calculator = self.config.transformers.calculator and text_only and not return_logits
+            if calculator or (len(requests) > 1 and text_only):
                 # text only: rows that ended leave the batch (backends/decoding.py), as generate samples
-                new_tokens = decode_batch(model, inputs["input_ids"], inputs["attention_mask"], config).cpu()
+                force = CalculatorTokens(self.tokenizer, len(requests)) if calculator else None
+                ids, mask = inputs["input_ids"], inputs["attention_mask"]
+                new_tokens = decode_batch(model, ids, mask, config, force).cpu()
             else:
                 out = model.generate(**inputs, generation_config=config)
                 new_tokens = out.sequences[:, inputs["input_ids"].shape[1] :].cpu()

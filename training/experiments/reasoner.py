@@ -112,6 +112,8 @@ LABELS = {
     "untrained": "untrained SmolLM2",
     "sft": "SFT on oracle traces",
     "grpo": "GRPO from SFT",
+    "sft_calculator": "SFT, its arithmetic results written by a calculator",
+    "grpo_calculator": "GRPO, its arithmetic results written by a calculator",
 }
 # The rows that never see the descriptions (compare's "vs best blind" reads the best of them per task).
 BLIND = ("options_only", "chance", "constant", "question_only_sft", "question_only")
@@ -593,7 +595,16 @@ def main_systems(
         "question_only_sft": lambda: trained_system(runs, "all", "sft", "question-only"),
         "grpo": lambda: trained_system(runs, "all", "grpo"),
         "question_only": lambda: trained_system(runs, "all", "grpo", "question-only"),
+        "sft_calculator": lambda: with_calculator(trained_system(runs, "all", "sft")),
+        "grpo_calculator": lambda: with_calculator(trained_system(runs, "all", "grpo")),
     }
+
+
+def with_calculator(system: System) -> System:
+    """``system`` decoding with the calculator (``--calculator``: embodied_r_ros/reasoning/calculator.py)
+    writing the results of the arithmetic steps its reasoning sets up."""
+    return System(system.name, [*system.arguments, "--calculator"], {**system.inputs, "calculator": "on"},
+                  system.needs)  # fmt: skip
 
 
 def write_goals(out: Path, test: Path, loaded: dict[str, Any]) -> dict[str, Any]:
@@ -608,7 +619,7 @@ def write_goals(out: Path, test: Path, loaded: dict[str, Any]) -> dict[str, Any]
     options = {row["id"]: row.get("options") or [] for row in map(json.loads, filter(None, lines))}
     blind = [loaded[k] for k in BLIND]
     found, texts = {}, []
-    for name in ("sft", "grpo"):
+    for name in ("sft", "grpo", "sft_calculator", "grpo_calculator"):
         checks = check_goals(loaded[name], blind, loaded["options_only"], options)
         found[name] = [asdict(c) for c in checks]
         texts.append(goals_markdown(LABELS[name], checks))

@@ -113,6 +113,8 @@ TRAINER_CODE = (
     "embodied_r_training.rl.train",
     "embodied_r_training.rl.shared_prompt",
     "embodied_r_ros.backends.decoding",
+    "embodied_r_ros.backends.calculator_decoding",  # imported by transformers_backend (rollouts use none)
+    "embodied_r_ros.reasoning.calculator",
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.schedule",
     "embodied_r_training.rl.staged_reward",
@@ -145,6 +147,8 @@ GENERATION_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_ros.backends.transformers_backend",
     "embodied_r_ros.backends.decoding",
+    "embodied_r_ros.backends.calculator_decoding",  # --calculator: the arithmetic results it writes
+    "embodied_r_ros.reasoning.calculator",
     "embodied_r_ros.backends.segment_tokenizer",
     "embodied_r_ros.backends.image_cache",
     "embodied_r_ros.backends.adapter_off",

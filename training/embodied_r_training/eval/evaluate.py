@@ -146,6 +146,7 @@ class EvalConfig:
             "adapter": {"flag": Alias("--adapter", "LoRA adapter directory for --lm (reasoner only)")},
             "device": {"flag": "--device"},
             "dtype": {"flag": "--dtype"},
+            "calculator": {"flag": Alias("--calculator", "a calculator writes the LM's arithmetic results")},
         },
         openai={"base_url": {"flag": Alias("--base-url", "openai backends: server URL")}},
         temperature={"flag": Alias("--temperature", "0 = greedy")},
