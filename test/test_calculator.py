@@ -149,3 +149,20 @@ def test_the_backend_decodes_with_the_calculator_when_asked(tiny_models_dir: Pat
         finally:
             backend.close()
     assert len(calls) == 1 and isinstance(calls[0][4], CalculatorTokens)
+
+
+def test_the_agreement_check_tells_a_last_digit_apart_from_another_number(monkeypatch) -> None:
+    """training/experiments/calculator_agreement.py: a rounding of the last digit is told apart from a
+    wrong result or another layout."""
+    import importlib.util
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "training" / "experiments" / "calculator_agreement.py"
+    spec = importlib.util.spec_from_file_location("calculator_agreement", script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    apart = module.last_digit_apart
+    assert apart(" 2.74", " 2.75") and apart(" 1833", " 1834") and apart(" 2.33, 4.10", " 2.33, 4.11")
+    assert not apart(" 2.74", " 2.76") and not apart(" 2.74", " 3.74") and not apart(" 2.74", " 2.740")
+    assert not apart(" (0.5, 1.8)", " 0.5, 1.8")
