@@ -252,15 +252,13 @@ def repeat_long_lists(rows: list[dict[str, Any]], repeats: int) -> list[dict[str
 def longer_lists(out: Path, train_all: Path, repeats: int, stages: Stages) -> Path:
     """The main runs' training set with ``--list-repeats``: ``train_all`` and its long-list rows
     (:func:`repeat_long_lists`) ``repeats`` times in all: ``OUT/data/train_all_lists``."""
-    from datasets import Dataset
+    from embodied_r_training.data.schema import write_split
 
     def write(target: Path) -> None:
         lines = (train_all / "train.jsonl").read_text(encoding="utf-8").splitlines()
         rows = repeat_long_lists([json.loads(line) for line in lines if line.strip()], repeats)
         target.mkdir(parents=True, exist_ok=True)
-        with (target / "train.jsonl").open("w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        Dataset.from_list(rows).to_parquet(str(target / "train.parquet"))
+        write_split(target, "train", rows)
 
     lists = out / "data" / "train_all_lists"
     stages.run("repeat long lists", lists / "train.parquet", lambda: write(lists))

@@ -57,7 +57,7 @@ def join_sets(parts: dict[str, Path], split: str, out: Path, sample: dict[str, i
     ``sample``: a part's number of rows drawn at random (seeded, in file order) instead of all of it."""
     import random
 
-    from datasets import Dataset
+    from embodied_r_training.data.schema import write_split
 
     rows = []
     for prefix, path in parts.items():
@@ -74,9 +74,7 @@ def join_sets(parts: dict[str, Path], split: str, out: Path, sample: dict[str, i
             row["id"], row["scene"] = f"{prefix}/{row['id']}", f"{prefix}/{row['scene']}"
             rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
+    write_split(out, split, rows)
 
 
 # What a kept evaluation holds, and the marker written after all of it.
