@@ -251,6 +251,11 @@ class TransformersOptions:
         "LM: a calculator writes the result of each arithmetic step the reasoning sets up (x: 1.06 + 1.68 = "
         "...), the model the rest (reasoning/calculator.py); off: the model's own arithmetic, as trained",
     )
+    lookup: bool = param(
+        False,
+        "LM, multiple choice: the option lookup's yes/no and the answer letter are written from the option "
+        "the think concludes (reasoning/conclusion.py); off: the model writes them, as trained",
+    )
     trust_remote_code: bool = param(False, "allow custom model code from the checkpoint (off by default)")
     # Off by default: robots usually run offline.
     allow_download: bool = param(False, "fetch the model from the hub when it is not on disk")

@@ -1,6 +1,6 @@
 """The reasoner's calculator (embodied_r_ros/reasoning/calculator.py): what it writes after a step the model
 set up, as the oracle's traces write it; the tokens it puts in place of the model's while decoding
-(backends/calculator_decoding.py); and the decoding loop feeding those tokens back to the model."""
+(backends/tool_decoding.py); and the decoding loop feeding those tokens back to the model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from embodied_r_ros.backends import decoding
-from embodied_r_ros.backends.calculator_decoding import CalculatorTokens
+from embodied_r_ros.backends.tool_decoding import ToolTokens
 from embodied_r_ros.reasoning.calculator import continuation, evaluate
 
 THINK = "<think>The red door is at (0.86, 3.77, 1.07).\n"
@@ -87,7 +87,7 @@ def test_the_calculator_s_tokens_replace_the_model_s_until_the_result_is_written
     left alone. Rows are followed by their place even when only one is left in the batch."""
     model_text = ["x: 1.06 + 1.68 = 9.99 apples and more words", "The door is on the left and far"]
     model_ids = [tokenizer.encode(text, add_special_tokens=False) for text in model_text]
-    force = CalculatorTokens(tokenizer, rows=2)
+    force = ToolTokens(tokenizer, rows=2)
     written: list[list[int]] = [[], []]
     for step in range(max(map(len, model_ids))):
         active = [row for row in (0, 1) if step < len(model_ids[row])]
@@ -132,7 +132,7 @@ def test_decoding_feeds_the_forced_tokens_back_to_the_model(tiny_models_dir: Pat
 
 def test_the_backend_decodes_with_the_calculator_when_asked(tiny_models_dir: Path, monkeypatch) -> None:
     """``lm.transformers.calculator``: even a single request goes through the decoding loop, with a
-    :class:`CalculatorTokens` for its rows; off, a single request is generate's."""
+    :class:`ToolTokens` for its rows; off, a single request is generate's."""
     from embodied_r_ros.backends import load_backend, transformers_backend
     from embodied_r_ros.backends.base import ChatMessage
     from embodied_r_ros.config import model_config
@@ -148,7 +148,7 @@ def test_the_backend_decodes_with_the_calculator_when_asked(tiny_models_dir: Pat
             assert len(backend.generate(request)) == 1
         finally:
             backend.close()
-    assert len(calls) == 1 and isinstance(calls[0][4], CalculatorTokens)
+    assert len(calls) == 1 and isinstance(calls[0][4], ToolTokens)
 
 
 def test_the_agreement_check_tells_a_last_digit_apart_from_another_number(monkeypatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from embodied_r_training.eval.compare import Run
-from embodied_r_training.eval.goals import Goals, check_goals, concluded_option, goals_markdown
+from embodied_r_training.eval.goals import Goals, check_goals, goals_markdown
 
 OPTIONS = ["3.2 m", "0.9 m", "1.3 m", "1.8 m"]
 
@@ -26,26 +26,6 @@ def _mc(i: int, answer: str | None, solution: str, think: str = "", score: float
 def _numeric(i: int, task: str, score: float) -> dict:
     return {"id": f"n{task}{i}", "task": task, "form": "numeric", "answer": 1.0, "solution": "1",
             "score": score, "completion": "<think>x</think><answer>1</answer>"}  # fmt: skip
-
-
-def test_the_concluded_option_is_the_option_the_reasoning_names_last() -> None:
-    assert concluded_option("The square root is 0.94.\nNearest to 0.94: 0.9 m, option B.", OPTIONS) == "B"
-    # The text decides, not a letter written beside another option's text.
-    assert concluded_option("Nearest to 0.94: 0.9 m, option C.", OPTIONS) == "B"
-    orders = ["white tv, green bed", "green bed, white tv"]
-    assert (
-        concluded_option("By frame: green bed (0), white tv (5).\ngreen bed, white tv is option B.", orders)
-        == "B"
-    )
-    assert concluded_option("That is option D.", ["left", "right", "up", "down"]) == "D"
-    # The option lookup's lines are read past: the conclusion before them decides, so a "yes" on
-    # another option's line is a disagreement the goal counts.
-    quadrants = ["front-left", "back-left", "back-right"]
-    lookup = "So the bed is back-left.\nA. front-left: no.\nB. back-left: yes."
-    assert concluded_option(lookup, quadrants) == "B"
-    wrong = "So the bed is back-left.\nA. front-left: no.\nB. back-left: no.\nC. back-right: yes."
-    assert concluded_option(wrong, quadrants) == "B"
-    assert concluded_option("No idea.", OPTIONS) is None
 
 
 def test_a_one_letter_answerer_fails_and_a_reasoner_meets_the_goals() -> None:

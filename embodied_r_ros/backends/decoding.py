@@ -44,7 +44,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # Replaces a step's chosen tokens (the batch's rows by their place in the output, the chosen tokens), e.g.
-# with a calculator's (calculator_decoding.CalculatorTokens).
+# with the tools' (tool_decoding.ToolTokens).
 Force = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 # What a config may set, beyond its defaults, for this loop to sample as ``generate`` would.

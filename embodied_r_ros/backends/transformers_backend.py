@@ -25,12 +25,13 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from ..config import ModelConfig
 from ..frames import FrameError, validate_image
+from ..reasoning.prompts import stated_options
 from .base import BackendError, ChatRequest, PromptRoom, PromptTooLongError
-from .calculator_decoding import CalculatorTokens
 from .decoding import decode_batch, supports
 from .image_cache import EncodedImageCache, image_key
 from .loading import read_model_config, resolve_adapter_dir, resolve_model_dir
 from .segment_tokenizer import SegmentTokenizer
+from .tool_decoding import ToolTokens
 
 logger = logging.getLogger(__name__)
 
@@ -425,10 +426,11 @@ class TransformersBackend:
             config = self._generation_config(max_new_tokens, temperature, return_logits)
             self._check_context(inputs["input_ids"].shape[1], config.max_new_tokens)
             text_only = set(inputs) == {"input_ids", "attention_mask"} and supports(config)
-            calculator = self.config.transformers.calculator and text_only and not return_logits
-            if calculator or (len(requests) > 1 and text_only):
+            options = self.config.transformers
+            tools = (options.calculator or options.lookup) and text_only and not return_logits
+            if tools or (len(requests) > 1 and text_only):
                 # text only: rows that ended leave the batch (backends/decoding.py), as generate samples
-                force = CalculatorTokens(self.tokenizer, len(requests)) if calculator else None
+                force = self._tools(requests) if tools else None
                 ids, mask = inputs["input_ids"], inputs["attention_mask"]
                 new_tokens = decode_batch(model, ids, mask, config, force).cpu()
             else:
@@ -444,6 +446,14 @@ class TransformersBackend:
             steps = torch.stack([step.float().cpu() for step in out.logits], dim=1)  # batch x steps x vocab
             logits = [steps[i, : len(ids)] for i, ids in enumerate(token_ids)]
         return GenerationOutput(token_ids, logits)
+
+    def _tools(self, requests: Sequence[ChatRequest]) -> ToolTokens:
+        """The tools that write into this batch's completions: the calculator, and the option lookup over
+        the options each request's prompt states (reasoning/conclusion.py)."""
+        options = self.config.transformers
+        stated = [stated_options(request[-1].joined_text) if request else [] for request in requests]
+        lookup = stated if options.lookup else None
+        return ToolTokens(self.tokenizer, len(requests), options.calculator, lookup)
 
     def context_tokens(self) -> int | None:
         """The model's context length in tokens (``max_position_embeddings``); None when it does not say."""

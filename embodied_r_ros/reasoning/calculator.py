@@ -1,11 +1,11 @@
 """Exact arithmetic for the reasoner's think: what a calculator writes after a step the LM has set up.
 
 The small reasoner copies the values a question needs from its prompt, one step a line, and then combines
-them wrongly ("x: -0.37 + 1.45 = 0.82", "10.40, squared 1044"; issue 42). A decoder with a calculator
-(:mod:`embodied_r_ros.backends.calculator_decoding`, ``lm.calculator``) lets the model write each step up
-to its result, and writes the result itself, as GSM8K's calculator annotations did for a model's arithmetic
-(Cobbe et al., 2021, "Training verifiers to solve math word problems"). The model still chooses which
-values to combine and how; only the arithmetic is exact.
+them wrongly ("x: -0.37 + 1.45 = 0.82", "10.40, squared 1044"; issue 42). A decoder with a
+calculator (:mod:`embodied_r_ros.backends.tool_decoding`, ``lm.transformers.calculator``) lets the model
+write each step up to its result, and writes the result itself, as GSM8K's calculator annotations did for
+a model's arithmetic (Cobbe et al., 2021, "Training verifiers to solve math word problems"). The model
+still chooses which values to combine and how; only the arithmetic is exact.
 
 :func:`continuation` reads the think written so far and, when its current line ends where a step's result
 comes next, returns the text to write there, formatted as the oracle's traces write it
@@ -40,7 +40,9 @@ _AXES = ("x:", "y:", "z:")
 
 
 def number(value: float) -> str:
-    """A result as the traces write it: two decimals below 100, one below 1000, whole above."""
+    """A result as the traces write it (``embodied_r_training.tasks`` use this one): two decimals below
+    100, one below 1000, whole above (a small model copies and adds short numbers more reliably than long
+    ones)."""
     size = abs(value)
     return f"{value:.2f}" if size < 100 else f"{value:.1f}" if size < 1000 else f"{value:.0f}"
 

@@ -66,16 +66,35 @@ def letter_options(options: Sequence[str]) -> list[str]:
     return lettered
 
 
+_OPTIONS_HEADER = "Options:"
+_OPTIONS_END = "Answer with the letter of the correct option."
+
+
 def question_block(question: str, options: Sequence[str]) -> str:
     """The question with its lettered options and the expected answer form."""
     lines = [f"Question: {question.strip()}"]
     if options:
-        lines.append("Options:")
+        lines.append(_OPTIONS_HEADER)
         lines.extend(letter_options(options))
-        lines.append("Answer with the letter of the correct option.")
+        lines.append(_OPTIONS_END)
     else:
         lines.append("Answer with a number and its unit (metres, square metres) or a count.")
     return "\n".join(lines)
+
+
+def stated_options(prompt: str) -> list[str]:
+    """The option texts a reasoning prompt's :func:`question_block` lists (its last one), in order; empty for
+    an open question. What a decoder that sees only the prompt needs to look an answer up."""
+    _, found, block = prompt.rpartition(_OPTIONS_HEADER + "\n")
+    if not found or _OPTIONS_END not in block:
+        return []
+    options = []
+    for i, line in enumerate(block.split("\n" + _OPTIONS_END, 1)[0].split("\n")):
+        letter = OPTION_LETTERS[i] if i < len(OPTION_LETTERS) else None
+        if letter is None or not line.startswith(f"{letter}. "):
+            return []
+        options.append(line[len(letter) + 2 :])
+    return options
 
 
 def _inline_question(question: str, options: Sequence[str]) -> str:

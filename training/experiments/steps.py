@@ -111,8 +111,9 @@ TRAINER_CODE = (
     "embodied_r_training.rl.train",
     "embodied_r_training.rl.shared_prompt",
     "embodied_r_ros.backends.decoding",
-    "embodied_r_ros.backends.calculator_decoding",  # imported by transformers_backend (rollouts use none)
+    "embodied_r_ros.backends.tool_decoding",  # imported by transformers_backend (rollouts use no tools)
     "embodied_r_ros.reasoning.calculator",
+    "embodied_r_ros.reasoning.conclusion",
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.schedule",
     "embodied_r_training.rl.staged_reward",
@@ -135,6 +136,7 @@ EVALUATOR_CODE = (
     "embodied_r_training.eval.partial",  # completions kept as generated (an interrupted row resumes)
     "embodied_r_training.rl.rewards",
     "embodied_r_training.rl.restatements",
+    "embodied_r_ros.reasoning.conclusion",  # the option lookup's lines the consistency judge hides
     "embodied_r_ros.reasoning.answers",
     "embodied_r_ros.reasoning.options",
     "embodied_r_ros.reasoning.prompts",
@@ -145,8 +147,9 @@ GENERATION_CODE = (
     "embodied_r_ros.backends.base",
     "embodied_r_ros.backends.transformers_backend",
     "embodied_r_ros.backends.decoding",
-    "embodied_r_ros.backends.calculator_decoding",  # --calculator: the arithmetic results it writes
+    "embodied_r_ros.backends.tool_decoding",  # --calculator, --lookup: what the tools write
     "embodied_r_ros.reasoning.calculator",
+    "embodied_r_ros.reasoning.conclusion",
     "embodied_r_ros.backends.segment_tokenizer",
     "embodied_r_ros.backends.image_cache",
     "embodied_r_ros.backends.adapter_off",

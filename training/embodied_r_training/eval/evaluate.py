@@ -147,6 +147,7 @@ class EvalConfig:
             "device": {"flag": "--device"},
             "dtype": {"flag": "--dtype"},
             "calculator": {"flag": Alias("--calculator", "a calculator writes the LM's arithmetic results")},
+            "lookup": {"flag": Alias("--lookup", "the LM's option lookup and letter follow its conclusion")},
         },
         openai={"base_url": {"flag": Alias("--base-url", "openai backends: server URL")}},
         temperature={"flag": Alias("--temperature", "0 = greedy")},

@@ -17,21 +17,18 @@ questions (it flatters the blind side, as in :mod:`.compare`).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from embodied_r_ros.reasoning.answers import parse_completion
-from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
+from embodied_r_ros.reasoning.conclusion import concluded_option
 
-from ..tasks.reading import OPTION_LOOKUP
 from .compare import MC, NUMERIC, Run, best_blind, best_blind_scores, task_key
 
 # Tasks whose answer combines values from more than one key frame (the oracle adds, subtracts, multiplies).
 COMBINING = ("abs_distance", "ego_distance", "ego_turn", "object_count", "room_size", "route", "ego_altitude")
-_OPTION_LETTER = re.compile(rf"\boption ({LETTER})\b")
 
 
 @dataclass(frozen=True)
@@ -56,25 +53,6 @@ class GoalCheck:
     target: float | None
     met: bool
     detail: dict[str, Any] = field(default_factory=dict)
-
-
-def concluded_option(think: str, options: Sequence[str]) -> str | None:
-    """The letter of the option the reasoning ends on: the option whose text it names last (the longest of
-    those ending at the same place), else the last "option X" it writes; None when it names neither.
-    The option lookup's lines ("A. red bed: no.", "B. green bed: yes.") are the lookup, not the
-    conclusion: they are read past, so the letter is checked against what the reasoning concluded."""
-    think = OPTION_LOOKUP.sub("", think)
-    lowered = think.lower()
-    best: tuple[int, int, int] | None = None  # (end, length, index)
-    for i, text in enumerate(options):
-        at = lowered.rfind(text.lower())
-        if at >= 0 and text.strip():
-            found = (at + len(text), len(text), i)
-            best = found if best is None or found[:2] > best[:2] else best
-    if best is not None:
-        return OPTION_LETTERS[best[2]]
-    letters = _OPTION_LETTER.findall(think)
-    return letters[-1] if letters else None
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -10,7 +10,8 @@ read it to check the reasoning.
 Multiple choice (:func:`hide_option_statements`), every option alike (hiding only the policy's option
 would point at it):
 
-0. the option lookup's lines ("A. red bed: no.", "B. green bed: yes.", :data:`~..tasks.reading.OPTION_LOOKUP`)
+0. the option lookup's lines ("A. red bed: no.", "B. green bed: yes.",
+   :data:`~embodied_r_ros.reasoning.conclusion.OPTION_LOOKUP`)
    are removed whole: a masked line per option would still tell by its place which one said yes;
 1. option letters, any case: "B", "(b)", "b)", "so it is b", "option a" (not the B of "Bed" or "B2",
    nor "e.g."). A capital letter is hidden wherever it stands alone (also the article "A": hiding it
@@ -59,9 +60,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from embodied_r_ros.reasoning.answers import extract_number
+from embodied_r_ros.reasoning.conclusion import OPTION_LOOKUP
 from embodied_r_ros.reasoning.options import OPTION_LETTERS
-
-from ..tasks.reading import OPTION_LOOKUP
 
 # What the reference reads in place of a restatement of the answer.
 ANSWER_MASK = "[hidden]"

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from embodied_r_ros.reasoning.calculator import number  # the traces write numbers as the calculator does
 from embodied_r_ros.reasoning.options import LETTER, OPTION_LETTERS
 
 from ..synth.ground_truth import PathPiece
@@ -25,10 +26,6 @@ Position = tuple[float, float, float]
 _NUMBER = r"-?\d+(?:\.\d+)?"
 FRAME = re.compile(r"^Frame (\d+): (?:After (.*?), Observe: |Observe: )(.*)$")
 _OPTION = re.compile(rf"^({LETTER})\. (.*)$")
-# A line of the option lookup (:func:`option_lookup`): "B. green bed: yes." (any case, as a policy writes it).
-OPTION_LOOKUP = re.compile(
-    r"^[ \t]*[A-Za-z][.)][ \t]+.*:[ \t]*(?:yes|no)\.?[ \t]*$", re.MULTILINE | re.IGNORECASE
-)
 LIST = re.compile(r"(?:I see|First seen:) (.*?)\.(?= [A-Z]|$)")  # up to the next sentence
 OBJECT = re.compile(
     rf"^(?P<name>[a-z][a-z ]*?) (?:ahead-left|ahead-right|ahead|left|right)(?: below| above)?, (?:near|far), "
@@ -169,13 +166,6 @@ def point(where: tuple[float, ...]) -> str:
     return "(" + ", ".join(f"{v:g}" for v in where) + ")"
 
 
-def number(value: float) -> str:
-    """A computed number as a reasoning step writes it: two decimals below 100, one below 1000, whole above
-    (a small model copies and adds short numbers more reliably than long ones)."""
-    size = abs(value)
-    return f"{value:.2f}" if size < 100 else f"{value:.1f}" if size < 1000 else f"{value:.0f}"
-
-
 def minus(p: float, q: float) -> str:
     """The subtraction ``p - q`` as a step writes it, a negative ``q`` as an addition ("2.23 + 0.7")."""
     return f"{p:g} - {q:g}" if q >= 0 else f"{p:g} + {-q:g}"
@@ -215,8 +205,8 @@ def option_lookup(options: Sequence[str], text: str) -> tuple[str, str]:
     A line per option keeps each step a copy and a comparison, and puts the letter beside its "yes": a
     one-line lookup ("green bed is option C.") asks a small model to find the letter that precedes a text
     in the prompt, and it copied the letter of another line in a quarter of its answers (issue 42).
-    The lines match :data:`OPTION_LOOKUP`, so the goals and the consistency judge can tell them apart
-    from the conclusion."""
+    The lines match :data:`~embodied_r_ros.reasoning.conclusion.OPTION_LOOKUP`, so the goals and the
+    consistency judge can tell them apart from the conclusion."""
     lines = []
     for i, option in enumerate(options):
         letter = OPTION_LETTERS[i]
