@@ -211,6 +211,26 @@ def test_the_demo_loads_the_shipped_reasoner_its_record_names(tmp_path) -> None:
     assert shipped_reasoner(root)[:2] == ((shipped / "reasoner-q8_0.gguf").resolve(), None)
 
 
+def test_the_demo_runs_the_shipped_reasoner_with_the_settings_it_was_measured_with(tmp_path) -> None:
+    """A record whose row decoded with the tools (``settings``) turns them on in the node the demo starts:
+    the flags parse into the node's typed parameters; a record without settings adds none."""
+    import argparse
+
+    from embodied_r_ros.cli import run
+    from embodied_r_ros.cli.demo import shipped_flags
+
+    model = tmp_path / "model-q8_0.gguf"
+    settings = {"lm.transformers.calculator": True, "lm.transformers.lookup": True}
+    flags = shipped_flags(model, tmp_path / "grpo_all", {"settings": settings})
+    assert flags[:2] == ["--lm", str(model)]
+    parser = argparse.ArgumentParser()
+    run.register(parser.add_subparsers(dest="command"))
+    overrides = run.parameter_overrides(parser.parse_args(["run", *flags]))
+    assert overrides["lm.transformers.calculator"] is True and overrides["lm.transformers.lookup"] is True
+    assert overrides["lm.transformers.adapter"] == str(tmp_path / "grpo_all")
+    assert shipped_flags(model, None, {}) == ["--lm", str(model)]
+
+
 def test_the_demo_picks_the_best_kept_reasoner_and_merges_its_adapter(tiny_models_dir, tmp_path) -> None:
     """`make demo` uses the best reasoner results/reasoner keeps: GRPO or SFT by their held-out score, the
     SFT adapter merged into the base once (`embodied-r models merge`)."""

@@ -163,6 +163,18 @@ def shipped_reasoner(root: Path = KEPT_REASONERS) -> tuple[Path, Path | None, di
     return model, adapter, record
 
 
+def shipped_flags(model: Path, adapter: Path | None, record: dict) -> list[str]:
+    """The node flags that load a shipped reasoner: its model, its adapter, and the decoding settings it was
+    evaluated with (``settings``: e.g. ``lm.transformers.calculator: true``), so the demo runs the model as
+    its held-out scores were measured."""
+    flags = ["--lm", str(model)]
+    if adapter is not None:
+        flags += ["--set", f"lm.transformers.adapter={adapter}"]
+    for name, value in sorted(record.get("settings", {}).items()):
+        flags += ["--set", f"{name}={json.dumps(value)}"]
+    return flags
+
+
 def _held_out(scores: dict[str, dict[str, float]]) -> str:
     """ "reasoner 52.1 / 61.0, oracle 100.0 / 100.0, ...": MC accuracy / numeric MRA, percent."""
     return ", ".join(f"{name} {100 * s['mc']:.1f} / {100 * s['numeric']:.1f}" for name, s in scores.items())
@@ -184,9 +196,7 @@ def reasoner(args: argparse.Namespace) -> tuple[list[str], str]:
     shipped = shipped_reasoner()
     if shipped is not None:
         model, adapter, record = shipped
-        flags = ["--lm", str(model)]
-        if adapter is not None:
-            flags += ["--set", f"lm.transformers.adapter={adapter}"]
+        flags = shipped_flags(model, adapter, record)
         return flags, (
             f"Reasoner: SmolLM2-135M-Instruct after {record['label']}, the best held-out model, as an 8-bit "
             f"GGUF ({model}{f' + LoRA adapter {adapter}' if adapter else ''}); held out, MC accuracy / "

@@ -89,7 +89,11 @@ SHIPPED_FILE = "reasoner-q8_0.gguf"
 SHIPPED_LABELS = {
     "sft": "SFT on oracle reasoning traces",
     "grpo": "SFT on oracle reasoning traces, then GRPO",
+    "sft_tools": "SFT on oracle reasoning traces; decoding with the calculator and the option lookup",
+    "grpo_tools": "SFT on oracle reasoning traces, then GRPO; decoding with the calculator and the lookup",
 }
+# The node settings a shipped row was evaluated with (the demo runs the model with them).
+SHIPPED_SETTINGS = {"lm.transformers.calculator": True, "lm.transformers.lookup": True}
 # Scene sets: (role, environment) -> synth seed; no other experiment uses these seeds.
 SEEDS = {
     ("train", "indoor"): 3001,
@@ -114,6 +118,8 @@ LABELS = {
     "grpo": "GRPO from SFT",
     "sft_calculator": "SFT, its arithmetic results written by a calculator",
     "grpo_calculator": "GRPO, its arithmetic results written by a calculator",
+    "sft_tools": "SFT with the calculator and the option lookup",
+    "grpo_tools": "GRPO with the calculator and the option lookup",
 }
 # The rows that never see the descriptions (compare's "vs best blind" reads the best of them per task).
 BLIND = ("options_only", "chance", "constant", "question_only_sft", "question_only")
@@ -595,6 +601,8 @@ def main_systems(
         "question_only": lambda: trained_system(runs, "all", "grpo", "question-only"),
         "sft_calculator": lambda: with_calculator(trained_system(runs, "all", "sft")),
         "grpo_calculator": lambda: with_calculator(trained_system(runs, "all", "grpo")),
+        "sft_tools": lambda: with_lookup(with_calculator(trained_system(runs, "all", "sft"))),
+        "grpo_tools": lambda: with_lookup(with_calculator(trained_system(runs, "all", "grpo"))),
     }
 
 
@@ -602,6 +610,13 @@ def with_calculator(system: System) -> System:
     """``system`` decoding with the calculator (``--calculator``: embodied_r_ros/reasoning/calculator.py)
     writing the results of the arithmetic steps its reasoning sets up."""
     return System(system.name, [*system.arguments, "--calculator"], {**system.inputs, "calculator": "on"},
+                  system.needs)  # fmt: skip
+
+
+def with_lookup(system: System) -> System:
+    """``system`` decoding with the option lookup (``--lookup``: embodied_r_ros/reasoning/conclusion.py)
+    writing its lookup's yes/no and its answer letter from the option its reasoning concludes."""
+    return System(system.name, [*system.arguments, "--lookup"], {**system.inputs, "lookup": "on"},
                   system.needs)  # fmt: skip
 
 
@@ -617,7 +632,7 @@ def write_goals(out: Path, test: Path, loaded: dict[str, Any]) -> dict[str, Any]
     options = {row["id"]: row.get("options") or [] for row in map(json.loads, filter(None, lines))}
     blind = [loaded[k] for k in BLIND]
     found, texts = {}, []
-    for name in ("sft", "grpo", "sft_calculator", "grpo_calculator"):
+    for name in ("sft", "grpo", "sft_calculator", "grpo_calculator", "sft_tools", "grpo_tools"):
         checks = check_goals(loaded[name], blind, loaded["options_only"], options)
         found[name] = [asdict(c) for c in checks]
         texts.append(goals_markdown(LABELS[name], checks))
@@ -626,23 +641,27 @@ def write_goals(out: Path, test: Path, loaded: dict[str, Any]) -> dict[str, Any]
 
 
 def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[str, Any] | None:
-    """The best held-out reasoner of the main table (SFT or GRPO, by the mean over task groups) as one
-    8-bit GGUF file in ``results/models/shipped`` beside its record (what it is, its held-out scores beside
-    the oracle's and the blind rows'), which ``embodied-r demo`` loads; exported again only when the model
-    it would ship differs from the one there (the record holds what it was made from). From a fully
-    fine-tuned SFT model nothing is copied: the record names its kept GGUF (``../sft_all/model-q8_0.gguf``)
-    and, when GRPO is best, the kept GRPO adapter (``adapter``: ``../grpo_all``)."""
+    """The best held-out reasoner of the main table (SFT or GRPO, with or without the decoding tools: the
+    calculator and the option lookup, by the mean over task groups; the record's ``settings`` turn the tools
+    on in the node) as one 8-bit GGUF file in ``results/models/shipped`` beside its record (what it is, its
+    held-out scores beside the oracle's and the blind rows'), which ``embodied-r demo`` loads; exported again
+    only when the model it would ship differs from the one there (the record holds what it was made from).
+    From a fully fine-tuned SFT model nothing is copied: the record names its kept GGUF
+    (``../sft_all/model-q8_0.gguf``) and, when GRPO is best, the kept GRPO adapter (``../grpo_all``)."""
     from embodied_r_ros.backends.gguf_export import export_gguf
     from embodied_r_ros.backends.merge import merge_adapter
 
     metrics = {k: json.loads((evals[k] / "metrics.json").read_text())["overall"] for k in evals}
-    best = max(("sft", "grpo"), key=lambda m: (metrics[m]["task_mean"], m == "grpo"))
+    rows = [row for row in SHIPPED_LABELS if row in metrics]
+    shipped = max(rows, key=lambda m: (metrics[m]["task_mean"], "grpo" in m, "tools" not in m))
+    best = shipped.removesuffix("_tools")  # the model; a tools row decodes it with the tools on
     made_from = {"run": f"{best}_all", "model": runs.identity("all", best)}
     if best == "grpo":
         made_from["start"] = runs.identity("all", "sft")
     shown = ("oracle", "options_only", "constant", "chance")
     scores = {LABELS[k]: {"mc": metrics[k]["mc_accuracy"], "numeric": metrics[k]["numeric_mra"]}
-              for k in (best, *shown)}  # fmt: skip
+              for k in (shipped, *shown)}  # fmt: skip
+    settings = {"settings": SHIPPED_SETTINGS} if shipped.endswith("_tools") else {}
     target = results / SHIPPED
     record_file = target / SHIPPED_RECORD
     known = json.loads(record_file.read_text()) if record_file.is_file() else {}
@@ -651,8 +670,8 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
         # adapter: the record names those kept files (paths relative to it) rather than a second copy of
         # 145 MB in git; the demo loads the GGUF and applies the adapter, as the GRPO evaluation did.
         runs.full_model("all", "sft")  # restored (or made) and kept in results/models/sft_all
-        record = {"file": f"../sft_all/{KEPT_WEIGHTS}", "label": SHIPPED_LABELS[best], "scores": scores,
-                  "made_from": made_from}  # fmt: skip
+        record = {"file": f"../sft_all/{KEPT_WEIGHTS}", "label": SHIPPED_LABELS[shipped], "scores": scores,
+                  "made_from": made_from, **settings}  # fmt: skip
         if best == "grpo":
             runs.adapter("all", "grpo")
             record["adapter"] = "../grpo_all"
@@ -662,7 +681,8 @@ def ship(out: Path, results: Path, runs: Runs, evals: dict[str, Path]) -> dict[s
         record_file.write_text(json.dumps(record, indent=1) + "\n")
         logger.info("shipped %s for the demo: %s", record_file, record["label"])
         return record
-    record = {"file": SHIPPED_FILE, "label": SHIPPED_LABELS[best], "scores": scores, "made_from": made_from}
+    record = {"file": SHIPPED_FILE, "label": SHIPPED_LABELS[shipped], "scores": scores,
+              "made_from": made_from, **settings}  # fmt: skip
     if known.get("made_from") == made_from and (target / SHIPPED_FILE).is_file():
         if known != record:
             record_file.write_text(json.dumps(record, indent=1) + "\n")
