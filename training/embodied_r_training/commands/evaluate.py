@@ -19,7 +19,7 @@ BEFORE_MODELS = ("system", "split", "limit")
 MODEL_FIELDS = ("lm.model", "lm.transformers.adapter", "lm.backend")
 AFTER_MODELS = (
     "consistency_config.temperature", "consistency", "lm.transformers.device", "lm.transformers.dtype",
-    "lm.transformers.calculator",
+    "lm.transformers.calculator", "lm.transformers.lookup",
     "batch_size", "lm.temperature", "lm.max_new_tokens", "bag_root", "topics.image", "topics.odometry",
     "train_log", "calibration", "seed", "progress",
 )  # fmt: skip
