@@ -74,6 +74,43 @@ def test_the_lookup_leaves_everything_else_to_the_model(text: str) -> None:
     assert lookup_continuation(text, ORDERS) is None
 
 
+DISTANCES = ["3.2 m", "0.9 m", "1.3 m", "1.8 m"]
+TURNS = ["left, about 180 degrees", "left, about 30 degrees", "right, about 45 degrees",
+         "left, about 75 degrees"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "written"),
+    [
+        ("<think>The square root of 0.88 is 0.94.\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 0.94:",
+         DISTANCES, " 0.9 m, option B."),
+        # in ratio, as the traces: 2.2 is nearer 1.8 (x1.22) than 3.2 (x1.45)
+        ("<think>x\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 2.2:", DISTANCES, " 1.8 m, option D."),
+        # the candidates are the ones the model copied (a turn's side): right's 45 is not among them
+        ("<think>In total left 102 deg.\nOptions left: A 180, B 30, D 75.\nNearest to 102:", TURNS,
+         " left, about 75 degrees, option D."),
+    ],
+)
+def test_the_lookup_writes_the_option_nearest_a_computed_value(text: str, options: list, written: str):
+    assert lookup_continuation(text, options) == written
+    # and the letter after the think is that option's
+    think = text + written + "</think><answer>"
+    assert lookup_continuation(think, options) == written[-2]
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("<think>x\nNearest to 0.94:", None),  # no options copied above
+        ("<think>x\nOptions: A 3.2 m, B 0.9 m.\nNearest to 0.94:", None),  # not the traces' list
+        ("<think>x\nOptions: A 3.2, B 0.9.\nNearest to -1.5:", None),  # not a positive value
+        ("<think>x\nOptions: A 3.2, F 1.0.\nNearest to 1:", " 3.2 m, option A."),  # F is no option here
+    ],
+)
+def test_the_nearest_lookup_needs_a_list_of_options_and_a_positive_value(text: str, written: str | None):
+    assert lookup_continuation(text, DISTANCES) == written
+
+
 def test_an_open_question_has_no_lookup() -> None:
     assert lookup_continuation("<think>x: 1 + 2 = 3.</think><answer>", []) is None
 
