@@ -68,6 +68,8 @@ def test_the_lookup_writes_what_the_conclusion_says(text: str, written: str) -> 
         "<think>No idea.</think><answer>",
         THINK + "</think><answer>B</answer>\nA. white tv, green bed, white table:",  # past the think
         THINK + "<answer>",  # an answer opened without closing the think: the model's own
+        # two options on one line: the place is not one option's
+        THINK + "A. white tv, green bed, white table: no. B. green bed, white table, white tv:",
     ],
 )
 def test_the_lookup_leaves_everything_else_to_the_model(text: str) -> None:
@@ -105,6 +107,7 @@ def test_the_lookup_writes_the_option_nearest_a_computed_value(text: str, option
         ("<think>x\nOptions: A 3.2 m, B 0.9 m.\nNearest to 0.94:", None),  # not the traces' list
         ("<think>x\nOptions: A 3.2, B 0.9.\nNearest to -1.5:", None),  # not a positive value
         ("<think>x\nOptions: A 3.2, F 1.0.\nNearest to 1:", " 3.2 m, option A."),  # F is no option here
+        ("<think>x\nOptions: A 3.2, B 0.9C 1.3.\nNearest to 1.2:", None),  # pairs run together
     ],
 )
 def test_the_nearest_lookup_needs_a_list_of_options_and_a_positive_value(text: str, written: str | None):

@@ -24,12 +24,13 @@ OPTION_LOOKUP = re.compile(
     r"^[ \t]*[A-Za-z][.)][ \t]+.*:[ \t]*(?:yes|no)\.?[ \t]*$", re.MULTILINE | re.IGNORECASE
 )
 # A lookup line up to where its yes or no comes: "B. green bed:" (its letter).
-_LOOKUP_PLACE = re.compile(rf"^[ \t]*({LETTER})[.)][ \t]+.*:$")
+_LOOKUP_PLACE = re.compile(rf"^[ \t]*({LETTER})[.)][ \t]+[^:\n]*:$")  # one option, up to its colon
 _OPTION_LETTER = re.compile(rf"\boption ({LETTER})\b")
 # A numeric option's lookup: the options' numbers copied ("Options: A 3.2, B 0.9, C 1.3." or, for a turn,
 # "Options left: A 180, C 45."), then the place of the nearest ("Nearest to 0.94:").
 _NUMBER = r"-?\d+(?:\.\d+)?"
-_LISTED = re.compile(rf"^Options[^:\n]*: ((?:{LETTER} {_NUMBER}(?:, )?)+)\.$")
+_PAIR = rf"{LETTER} {_NUMBER}"
+_LISTED = re.compile(rf"^Options[^:\n]*: ({_PAIR}(?:, {_PAIR})*)\.$")
 _NEAREST_PLACE = re.compile(rf"^Nearest to ({_NUMBER}):$")
 ANSWER_OPEN = "<answer>"
 THINK_CLOSE = "</think>"

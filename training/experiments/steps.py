@@ -161,6 +161,7 @@ SYSTEM_CODE = {
         "embodied_r_training.tasks.*",
         "embodied_r_training.synth.world",
         "embodied_r_training.synth.ground_truth",
+        "embodied_r_ros.reasoning.calculator",  # the traces' numbers
     ),
     "options-only": ("embodied_r_training.eval.baselines",),
     "constant": ("embodied_r_training.eval.constant",),
@@ -187,7 +188,11 @@ DATA_CODE = (
     "embodied_r_ros.backends.base",
 )
 # What writes the SFT examples (the oracle's traces): keyed by the examples themselves (sft_examples).
-SFT_EXAMPLE_CODE = ("embodied_r_training.tasks.*", "embodied_r_training.synth.world")
+SFT_EXAMPLE_CODE = (
+    "embodied_r_training.tasks.*",
+    "embodied_r_training.synth.world",
+    "embodied_r_ros.reasoning.calculator",  # the traces write numbers with its number()
+)
 # Plumbing a stage runs whose effect its key holds otherwise (a name ending in ".*": a package).
 PLUMBING = (
     "embodied_r_ros",
