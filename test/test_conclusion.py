@@ -189,3 +189,29 @@ def test_the_backend_looks_up_the_options_its_prompts_state(tiny_models_dir: Pat
     assert tools[0] is None  # two requests without tools: the loop, nothing forced
     assert [t.options for t in tools[1:]] == [[ORDERS], [ORDERS, []]]
     assert not tools[1].calculate
+
+
+def test_on_the_oracle_s_traces_the_lookup_writes_the_trace_s_own_text() -> None:
+    """Every kept held-out question (results/reasoner/data/test_*, both environments): its options read back
+    from its prompt are its options, and wherever the lookup writes into the oracle's trace (each lookup
+    line, each nearest option, the letter) it writes what the trace says there."""
+    import json
+
+    from embodied_r_training.rl.warm_start import trace_completion
+
+    root = Path(__file__).resolve().parents[1] / "results" / "reasoner" / "data"
+    lines = [line for env in ("indoor", "outdoor")
+             for line in (root / f"test_{env}" / "test.jsonl").read_text().splitlines()]  # fmt: skip
+    rows = [json.loads(line) for line in lines if line.strip()]
+    places, letters = 0, 0
+    for row in (r for r in rows if r.get("options")):
+        assert stated_options(row["prompt"][-1]["content"]) == row["options"], row["id"]
+        trace = trace_completion(row)
+        for end in (i + 1 for i, c in enumerate(trace) if c in ":>"):
+            written = lookup_continuation(trace[:end], row["options"])
+            if written is not None:
+                assert trace[end : end + len(written)] == written, (row["id"], trace[:end])
+                places += 1
+                letters += written == row["solution"]
+    mc = sum(1 for r in rows if r.get("options"))
+    assert mc >= 200 and letters == mc and places > 2 * mc  # a letter for each, and the lookups before it
