@@ -25,9 +25,10 @@ BLIND = ("options_only", "chance", "constant")
 
 def main(argv: list[str] | None = None) -> int:
     from embodied_r_training.eval.compare import load_run
-    from embodied_r_training.eval.goals import check_goals, concluded_option, goals_markdown
+    from embodied_r_training.eval.goals import check_goals, goals_markdown
 
     from embodied_r_ros.reasoning.answers import parse_completion
+    from embodied_r_ros.reasoning.conclusion import concluded_option
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="an `embodied-r eval` output directory (predictions.jsonl)")
