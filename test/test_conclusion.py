@@ -16,10 +16,8 @@ from embodied_r_ros.reasoning.prompts import question_block, reasoning_prompt, s
 OPTIONS = ["3.2 m", "0.9 m", "1.3 m", "1.8 m"]
 ORDERS = ["white tv, green bed, white table", "green bed, white table, white tv", "white table, green bed"]
 THINK = (
-    "<think>By frame: green bed (0), white table (7).\n"
-    "So the order is green bed, white table, white tv.\n"
+    "<think>By frame: green bed (0), white table (7).\nSo the order is green bed, white table, white tv.\n"
 )
-
 
 
 def test_the_concluded_option_is_the_option_the_reasoning_names_last() -> None:
@@ -48,11 +46,17 @@ def test_the_concluded_option_is_the_option_the_reasoning_names_last() -> None:
         (THINK + "A. white tv, green bed, white table:", " no."),
         (THINK + "A. white tv, green bed, white table: no.\nB. green bed, white table, white tv:", " yes."),
         # the model said yes one line late: the next line is still judged against the conclusion
-        (THINK + "A. white tv, green bed, white table: no.\nB. green bed, white table, white tv: no.\n"
-         "C. white table, green bed:", " no."),
+        (
+            THINK + "A. white tv, green bed, white table: no.\nB. green bed, white table, white tv: no.\n"
+            "C. white table, green bed:",
+            " no.",
+        ),
         (THINK + "B. green bed, white table, white tv: yes.</think><answer>", "B"),
-        (THINK + "B. green bed, white table, white tv: no.\n"
-         "C. white table, green bed: yes.</think>\n<answer>", "B"),
+        (
+            THINK + "B. green bed, white table, white tv: no.\n"
+            "C. white table, green bed: yes.</think>\n<answer>",
+            "B",
+        ),
     ],
 )
 def test_the_lookup_writes_what_the_conclusion_says(text: str, written: str) -> None:
@@ -76,7 +80,6 @@ def test_the_lookup_leaves_everything_else_to_the_model(text: str) -> None:
     assert lookup_continuation(text, ORDERS) is None
 
 
-DISTANCES = ["3.2 m", "0.9 m", "1.3 m", "1.8 m"]
 TURNS = ["left, about 180 degrees", "left, about 30 degrees", "right, about 45 degrees",
          "left, about 75 degrees"]  # fmt: skip
 
@@ -84,13 +87,19 @@ TURNS = ["left, about 180 degrees", "left, about 30 degrees", "right, about 45 d
 @pytest.mark.parametrize(
     ("text", "options", "written"),
     [
-        ("<think>The square root of 0.88 is 0.94.\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 0.94:",
-         DISTANCES, " 0.9 m, option B."),
+        (
+            "<think>The square root of 0.88 is 0.94.\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 0.94:",
+            OPTIONS,
+            " 0.9 m, option B.",
+        ),
         # in ratio, as the traces: 2.2 is nearer 1.8 (x1.22) than 3.2 (x1.45)
-        ("<think>x\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 2.2:", DISTANCES, " 1.8 m, option D."),
+        ("<think>x\nOptions: A 3.2, B 0.9, C 1.3, D 1.8.\nNearest to 2.2:", OPTIONS, " 1.8 m, option D."),
         # the candidates are the ones the model copied (a turn's side): right's 45 is not among them
-        ("<think>In total left 102 deg.\nOptions left: A 180, B 30, D 75.\nNearest to 102:", TURNS,
-         " left, about 75 degrees, option D."),
+        (
+            "<think>In total left 102 deg.\nOptions left: A 180, B 30, D 75.\nNearest to 102:",
+            TURNS,
+            " left, about 75 degrees, option D.",
+        ),
     ],
 )
 def test_the_lookup_writes_the_option_nearest_a_computed_value(text: str, options: list, written: str):
@@ -111,7 +120,7 @@ def test_the_lookup_writes_the_option_nearest_a_computed_value(text: str, option
     ],
 )
 def test_the_nearest_lookup_needs_a_list_of_options_and_a_positive_value(text: str, written: str | None):
-    assert lookup_continuation(text, DISTANCES) == written
+    assert lookup_continuation(text, OPTIONS) == written
 
 
 def test_an_open_question_has_no_lookup() -> None:
