@@ -21,7 +21,11 @@
    of the machine's load hits both alike): every latency, the medians and early/late (goal <= 1.5), with
    where each was answered from (the node's rule: an interval that starts before the newest frame minus
    buffer.history_s comes from the memory) and the node's own key-frame time (/diagnostics last_query);
-   then the same with ``search_memory`` bounded to each interval.
+   then the same with ``search_memory`` bounded to each interval. The control (``--control-minute``, default
+   the question minute + buffer.history_s + 1 min): the replay pauses at that minute and the early question
+   is asked there too, ``--repeats`` times once the describer has drained; the early question's median at
+   the end over its median at the pause is the cost of the memory's length alone (the same interval, the
+   same key frames, both answered from the memory).
 5. The node is stopped (SIGINT); the store is opened here and searched for every labelled question of the
    mission: recall@k (share of questions with a top-k hit inside an evidence interval) and coverage@k
    (share of a question's evidence intervals hit), per question kind
@@ -150,6 +154,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="times each of the early and the late question is asked for the latency ratio (5; 0: none)",
     )
     parser.add_argument(
+        "--control-minute",
+        type=float,
+        default=None,
+        help="pause the replay at this mission minute and ask the early question there too, the control "
+        "of the cost against length (default: --question-minute + buffer.history_s + 1 min, so that it "
+        "is answered from the memory as at the end; 0: no pause)",
+    )
+    parser.add_argument(
         "--drain-timeout",
         type=float,
         default=900.0,
@@ -172,6 +184,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--rate must be > 0, got {args.rate}")
     if args.repeats < 0:
         parser.error(f"--repeats must be >= 0, got {args.repeats}")
+    if args.control_minute is None:
+        args.control_minute = args.question_minute + args.history_s / 60 + 1
     return args
 
 
@@ -388,10 +402,15 @@ def log_tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def replay(bag: Path, rate: float, topics: list[str]) -> tuple[float, str]:
-    """``embodied-r play`` of the bag's ``topics`` at ``rate``; (wall seconds, its report line)."""
+def replay(bag: Path, rate: float, topics: list[str], part: tuple[float, float | None] = (0.0, None)
+           ) -> tuple[float, str]:  # fmt: skip
+    """``embodied-r play`` of the bag's ``topics`` at ``rate``, of the ``part`` (start, duration) in bag
+    seconds (duration None: to the end); (wall seconds, its report line)."""
     command = [sys.executable, "-m", "embodied_r_ros.cli.main", "play", str(bag), "--rate", f"{rate:g}",
-               "--topics", *topics, "--wait-subscribers", "30", "--delay", str(PLAY_DELAY_S)]  # fmt: skip
+               "--topics", *topics, "--wait-subscribers", "30", "--delay", str(PLAY_DELAY_S),
+               "--start-offset", f"{part[0]:g}"]  # fmt: skip
+    if part[1] is not None:
+        command += ["--playback-duration", f"{part[1]:g}"]
     start = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -531,6 +550,42 @@ def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, mi
                  kind, part["early"]["answered_from"], part["early_median_s"], part["late"]["answered_from"],
                  part["late_median_s"], part["early_over_late"], LATENCY_GOAL_RATIO)  # fmt: skip
     return results
+
+
+def control_questions(client: Any, diagnostics: Diagnostics, mission: dict, minute: float, repeats: int,
+                      at_minute: float) -> dict:  # fmt: skip
+    """The control of the cost against length: the early question of :func:`flat_cost_questions` (the same
+    interval, plain and as ``search_memory``) asked ``repeats`` times while the mission stands at minute
+    ``at_minute`` (the replay paused there, the describer drained): the same key frames as the question
+    asked at the end, with a memory of ``at_minute`` minutes instead of the whole mission."""
+    late = last_minute_interval(mission)
+    interval = minute_interval(mission, minute, (late[1] - late[0]) / 120e9)
+    results: dict[str, Any] = {"at_mission_minute": at_minute, "repeats": repeats,
+                               "interval_s": interval_s(*interval, int(mission["start_ns"]))}  # fmt: skip
+    for kind, search in (("interval", False), ("search_memory", True)):
+        samples = [ask_timed(client, diagnostics, interval, search) for _ in range(repeats)]
+        answered = [s["latency_s"] for s in samples if s["success"]]
+        results[kind] = {
+            "answered": len(answered),
+            "latencies_s": [s["latency_s"] for s in samples],
+            "median_s": round(statistics.median(answered), 3) if answered else None,
+            "keyframes": [s["keyframes"] for s in samples],
+            "samples": samples,
+        }
+        log.info("control at minute %g, %s: median %s s", at_minute, kind, results[kind]["median_s"])
+    return results
+
+
+def with_control(flat: dict, control: dict) -> dict:
+    """``flat`` with the control beside it: per kind, the early question's median at the end over its
+    median at the control minute (the same question and key frames; only the memory's length differs)."""
+    flat = {**flat, "control": control}
+    for kind in ("interval", "search_memory"):
+        end, early = flat.get(kind, {}).get("early_median_s"), control.get(kind, {}).get("median_s")
+        ratio = round(end / early, 3) if end is not None and early else None
+        flat[kind] = {**flat[kind], "early_at_end_over_control": ratio,
+                      "control_goal_met": None if ratio is None else ratio <= LATENCY_GOAL_RATIO}  # fmt: skip
+    return flat
 
 
 def search_questions(mission_dir: Path, mission: dict, count: int) -> list:
@@ -725,6 +780,13 @@ def flat_cost_lines(flat: dict) -> list[str]:
         lines.append(f"  {kind}: " + "; ".join(sides) + f"; early/late {part['early_over_late']} "
                      f"(goal met: {part['goal_met']}); per key frame "
                      f"{part.get('early_over_late_per_keyframe')}")  # fmt: skip
+    if control := flat.get("control"):
+        for kind in ("interval", "search_memory"):
+            lines.append(
+                f"  control, {kind}: the early question at minute {control['at_mission_minute']:g} median "
+                f"{control[kind]['median_s']} s; at the end over it "
+                f"{flat[kind]['early_at_end_over_control']} (goal met: {flat[kind]['control_goal_met']})"
+            )
     return lines
 
 
@@ -788,11 +850,29 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         wait_for_subscribers(bench.node, node, {image_topic: 2, odometry: 1}, timeout_s=300)
         check_node_memory(diagnostics)
         sampler.start()
-        log.info("replaying %s at %gx (%.1f min of bag)", bag, args.rate, mission_s / 60)
-        replay_s, play_report = replay(bag, args.rate, [image_topic, odometry])
-        time.sleep(2.0)  # the last frames through the node, a last /diagnostics
+        # With a control, the replay pauses at its minute; a plain subscriber stops 3 s after the last frame,
+        # so each part has its own.
+        pause_s = args.control_minute * 60
+        pause_s = pause_s if args.repeats and 0 < pause_s < mission_s else None
+        parts = [(0.0, pause_s), (pause_s, None)] if pause_s else [(0.0, None)]
+        replay_s, plain_received, control, reports = 0.0, 0, None, []
+        for index, part in enumerate(parts):
+            if index:
+                plain = start_plain_subscriber("reliable", image_topic, image_topic.endswith("/compressed"),
+                                               600.0)  # fmt: skip
+                wait_for_subscribers(bench.node, node, {image_topic: 2, odometry: 1}, timeout_s=300)
+            log.info("replaying %s at %gx (%.1f min of bag from minute %.1f)", bag, args.rate,
+                     (part[1] or mission_s - part[0]) / 60, part[0] / 60)  # fmt: skip
+            seconds, report = replay(bag, args.rate, [image_topic, odometry], part)
+            replay_s, reports = replay_s + seconds, reports + [report]
+            time.sleep(2.0)  # the last frames through the node, a last /diagnostics
+            plain_received += plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
+            if part[1] is not None:  # the pause: the control questions, once the describer has drained
+                wait_for_drain(diagnostics, args.drain_timeout)
+                control = control_questions(client, diagnostics, mission, min(args.question_minute, minutes),
+                                            args.repeats, part[1] / 60)  # fmt: skip
+        play_report = " + ".join(reports)
         at_end = sampler.take()
-        plain_received = plain_subscriber_result(plain)["received"]  # it stops 3 s after the last frame
         minute = ask_about_minute(client, mission, min(args.question_minute, minutes))
         search = [
             ask_search_question(client, q, mission, diagnostics.number("memory_describer_backlog"))
@@ -809,6 +889,8 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
             flat = flat_cost_questions(client, diagnostics, mission, min(args.question_minute, minutes),
                                        args.repeats, args.history_s)  # fmt: skip
             flat["describer_backlog_when_asked"] = diagnostics.number("memory_describer_backlog")
+            if control is not None:
+                flat = with_control(flat, control)
         final = sampler.take()
     except (BenchError, NodeNotFoundError) as exc:
         raise BenchError(f"{exc}\nthe node's log ({node_log}) ends:\n{log_tail(node_log)}") from exc

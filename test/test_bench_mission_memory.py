@@ -119,3 +119,26 @@ def test_questions_settled_counts_every_outcome_but_running_and_waiting(bench):
               "queries_waiting": "3", "queries_busy": "1", "frames_received": "99"}  # fmt: skip
     assert bench.questions_settled(values) == 10
     assert bench.questions_settled({}) == 0
+
+
+def test_the_control_divides_the_early_median_at_the_end_by_the_same_question_at_the_pause(bench):
+    flat = {"interval": {"early_median_s": 0.30}, "search_memory": {"early_median_s": 0.20}}
+    control = {"at_mission_minute": 16, "interval": {"median_s": 0.25}, "search_memory": {"median_s": 0.10}}
+    both = bench.with_control(flat, control)
+    assert both["control"] is control
+    assert both["interval"]["early_at_end_over_control"] == 1.2 and both["interval"]["control_goal_met"]
+    assert both["search_memory"]["early_at_end_over_control"] == 2.0
+    assert both["search_memory"]["control_goal_met"] is False
+    unanswered = bench.with_control(flat, {**control, "interval": {"median_s": None}})
+    assert unanswered["interval"]["early_at_end_over_control"] is None
+    assert unanswered["interval"]["control_goal_met"] is None
+
+
+def test_the_control_pause_comes_after_the_early_minute_left_ram(bench):
+    # Minutes 4.5-5.5 leave a 10-minute RAM history at minute 15.5: the pause at 16 asks the memory, as
+    # the end does.
+    args = bench.parse_args(["--mission", "/tmp/m", "--question-minute", "5", "--history-s", "600"])
+    assert args.control_minute == 16
+    ram_oldest_ns = START + round(args.control_minute * MIN) - 600 * 10**9
+    assert bench.minute_interval(MISSION, 5, 0.5)[0] < ram_oldest_ns
+    assert bench.parse_args(["--mission", "/tmp/m", "--control-minute", "0"]).control_minute == 0

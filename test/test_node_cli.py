@@ -163,6 +163,38 @@ def test_play_publishes_a_bags_messages_in_order(tmp_path):
         recorder.close()
 
 
+def test_play_in_two_parts_publishes_the_bag_once_in_order(tmp_path):
+    """--start-offset / --playback-duration: the first 0.5 s of bag time, then the rest, reach a subscriber
+    as the whole bag in order (a mission replayed with a pause in between)."""
+    from std_msgs.msg import String
+
+    string = TYPES.types["std_msgs/msg/String"]
+    start = 1_700_000_000 * NS_PER_S
+    bag = tmp_path / "two_parts"
+    write_bag(bag, [("/chatter", start + i * 20_000_000, string(data=f"message {i}")) for i in range(60)])
+    recorder = Recorder({"/chatter": String})
+    try:
+        reports = []
+        for part in (["--playback-duration", "0.5"], ["--start-offset", "0.5"]):
+            result = subprocess.run(
+                [embodied_r(), "play", str(bag), "--rate", "2", "--wait-subscribers", "30", *part],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            reports.append(result.stdout)
+        # Bag times 0, 0.02, ... 1.18 s: [0, 0.5) holds messages 0-24, the rest 25-59.
+        assert "25 messages" in reports[0] and "35 messages" in reports[1], reports
+        deadline = time.monotonic() + 10
+        while len(recorder.received["/chatter"]) < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert recorder.received["/chatter"] == [f"message {i}" for i in range(60)]
+    finally:
+        recorder.close()
+    bad = subprocess.run([embodied_r(), "play", str(bag), "--playback-duration", "0"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "--playback-duration" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_play_names_a_missing_bag(tmp_path):
     result = subprocess.run(
         [embodied_r(), "play", str(tmp_path / "no-such-bag")], capture_output=True, text=True, timeout=60

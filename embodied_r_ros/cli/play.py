@@ -1,12 +1,15 @@
 """``embodied-r play BAG``: publish a rosbag2's topics at the recorded timing (no ``ros2 bag`` needed).
 
     embodied-r play scene_000 [--rate 2] [--loop] [--topics /camera/image_raw /odom] [--wait-subscribers 10]
+                              [--start-offset 600] [--playback-duration 60]
 
 The bag is read with ``rosbags`` (MCAP or sqlite3 storage); each message is published as its recorded
 serialized bytes (no deserialization), in log-time order, at ``rate`` times the recorded pace. Topics whose
 message type this ROS installation does not have are skipped with a warning. Header stamps are left as
 recorded (the node's time base is the camera stamps, so no /clock is needed); with ``--loop`` they jump
-back at each restart, which the node detects and answers by clearing its history.
+back at each restart, which the node detects and answers by clearing its history. ``--start-offset`` and
+``--playback-duration`` (seconds of bag time, as ``ros2 bag play`` names them) play one part of the bag: a
+mission played in two parts reaches the node as one, its stamps never jumping back.
 """
 
 from __future__ import annotations
@@ -59,11 +62,14 @@ def play_bag(
     wait_subscribers_s: float = 0.0,
     stop: threading.Event | None = None,
     args: Sequence[str] = (),
+    start_offset_s: float = 0.0,
+    duration_s: float | None = None,
 ) -> PlayStats:
     """Publish the bag's messages (see the module docstring); returns what was published.
 
     ``delay_s`` waits after creating the publishers (DDS discovery); ``wait_subscribers_s`` waits up to
     that long until every topic has a subscriber; ``stop`` ends the play early (e.g. a loop).
+    ``start_offset_s`` and ``duration_s`` (bag seconds; None: to the end) play that part of the bag only.
     """
     import rclpy
     from rclpy.duration import Duration
@@ -72,6 +78,9 @@ def play_bag(
 
     if not rate > 0:
         raise BagError(f"--rate must be > 0, got {rate}")
+    if start_offset_s < 0 or (duration_s is not None and not duration_s > 0):
+        raise BagError(f"--start-offset must be >= 0 and --playback-duration > 0, got {start_offset_s} and "
+                       f"{duration_s}")  # fmt: skip
     path = Path(path)
     if not path.exists():
         raise BagError(f"bag {path} does not exist")
@@ -114,9 +123,10 @@ def play_bag(
                 )
             _wait_for_subscribers(list(publishers.values()), wait_subscribers_s, stop)
             stop.wait(delay_s)
+            window = _window_ns(reader.start_time, start_offset_s, duration_s)
             start = time.monotonic()
             while not stop.is_set():
-                _play_once(reader, connections, publishers, rate, stop, stats)
+                _play_once(reader, connections, publishers, rate, stop, stats, window)
                 stats.loops += 1
                 if not loop:
                     break
@@ -141,6 +151,12 @@ def _wait_for_subscribers(publishers: list[Any], timeout_s: float, stop: threadi
         stop.wait(0.05)
 
 
+def _window_ns(bag_start_ns: int, start_offset_s: float, duration_s: float | None) -> tuple[int, int | None]:
+    """The log times [start, stop) of the part to play (stop None: to the end)."""
+    start = bag_start_ns + round(start_offset_s * 1e9)
+    return start, None if duration_s is None else start + round(duration_s * 1e9)
+
+
 def _play_once(
     reader: Any,
     connections: list[Any],
@@ -148,10 +164,12 @@ def _play_once(
     rate: float,
     stop: threading.Event,
     stats: PlayStats,
+    window: tuple[int, int | None],
 ) -> None:
     first: int | None = None
     start = time.monotonic()
-    for connection, timestamp, rawdata in reader.messages(connections=connections):
+    for connection, timestamp, rawdata in reader.messages(connections=connections, start=window[0],
+                                                          stop=window[1]):  # fmt: skip
         if first is None:
             first = timestamp
         delay = start + (timestamp - first) / 1e9 / rate - time.monotonic()
@@ -176,6 +194,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0.0,
         help="wait up to this long for a subscriber on every topic",
     )
+    parser.add_argument(
+        "--start-offset", type=float, default=0.0, help="start this many seconds into the bag (0)"
+    )
+    parser.add_argument(
+        "--playback-duration",
+        type=float,
+        default=None,
+        help="play this many seconds of the bag (default: to its end)",
+    )
 
 
 def run_play(args: argparse.Namespace) -> int:
@@ -188,6 +215,8 @@ def run_play(args: argparse.Namespace) -> int:
             topics=args.topics,
             delay_s=args.delay,
             wait_subscribers_s=args.wait_subscribers,
+            start_offset_s=args.start_offset,
+            duration_s=args.playback_duration,
         )
     except BagError as exc:
         print(f"embodied-r play: error: {exc}", file=sys.stderr)
