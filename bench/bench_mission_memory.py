@@ -737,6 +737,11 @@ def print_summary(results: dict) -> None:
         f"{ram['end_mission_minute']:g}; x{ram['end_over_start']:.3f}; goal within 5 %: "
         f"{ram['goal_within_5_percent']}), max "
         f"{ram['max_after_warmup_mb']:.0f} MB",
+        *([] if not (after := results.get("node_rss_after_control")) else [
+            f"node RAM after the control's pause (its questions were the run's first): "
+            f"{after['start_after_warmup_mb']:.0f} MB at minute {after['start_mission_minute']:g} -> "
+            f"{after['end_of_replay_mb']:.0f} MB at the end (x{after['end_over_start']:.3f}; within 5 %: "
+            f"{after['goal_within_5_percent']})"]),
         f"store: {memory['store_mb']:.1f} MB, {memory['store_mb_per_mission_hour']:.0f} MB per mission hour"
         f" ({growth['end_of_replay_mb']:.1f} MB with its WAL at the end of the replay; growth from mission "
         f"minute {growth['growth_from_mission_minute']:g}: {growth['growth_mb_per_mission_hour']} MB per "
@@ -809,6 +814,7 @@ class Measured:
     drain_s: float | None
     flat: dict  # the early/late questions after the drain (flat_cost_questions)
     node_exit_code: int | None
+    resumed_wall_s: float | None = None  # when the replay went on after the control's pause
 
 
 def check_node_memory(diagnostics: Diagnostics, timeout_s: float = 30.0) -> None:
@@ -855,7 +861,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         pause_s = args.control_minute * 60
         pause_s = pause_s if args.repeats and 0 < pause_s < mission_s else None
         parts = [(0.0, pause_s), (pause_s, None)] if pause_s else [(0.0, None)]
-        replay_s, plain_received, control, reports = 0.0, 0, None, []
+        replay_s, plain_received, control, reports, resumed_wall_s = 0.0, 0, None, [], None
         for index, part in enumerate(parts):
             if index:
                 plain = start_plain_subscriber("reliable", image_topic, image_topic.endswith("/compressed"),
@@ -871,6 +877,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
                 wait_for_drain(diagnostics, args.drain_timeout)
                 control = control_questions(client, diagnostics, mission, min(args.question_minute, minutes),
                                             args.repeats, part[1] / 60)  # fmt: skip
+                resumed_wall_s = sampler.take().wall_s
         play_report = " + ".join(reports)
         at_end = sampler.take()
         minute = ask_about_minute(client, mission, min(args.question_minute, minutes))
@@ -904,7 +911,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
     log.info("node stopped (exit code %s)", node.returncode)
     return Measured(
         sampler.samples, at_end, final, diagnostics.values(), plain_received, replay_s, play_report, minute,
-        search, drain_s, flat, node.returncode,
+        search, drain_s, flat, node.returncode, resumed_wall_s,
     )  # fmt: skip
 
 
@@ -929,6 +936,10 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         "play": measured.play_report,
         "warmup_mission_minutes": round(warmup_s / 60, 2),
         "node_rss": ram_summary(measured.samples, warmup_s, at_end.wall_s),
+        # The control's questions at the pause are the run's first answers: what the query path allocates
+        # once lands there, inside the window above; this is the same from the pause's end on.
+        "node_rss_after_control": None if measured.resumed_wall_s is None else ram_summary(
+            [x for x in measured.samples if x.wall_s >= measured.resumed_wall_s], 0.0, at_end.wall_s),
         "store": store_growth(measured.samples, warmup_s, at_end.wall_s),
         "frames": {
             "bag": int(mission["frames"]),

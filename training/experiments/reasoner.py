@@ -502,6 +502,7 @@ class Runs:
     def train(self, env: str, method: str) -> None:
         """Train run ``METHOD_ENV`` into ``OUT/runs/METHOD_ENV`` (resumed from its checkpoints when this key
         left them; what another key left is set aside first)."""
+        from embodied_r_training.commands.train import check_train_bf16
         from embodied_r_training.rl.outputs import NODE_PARAMS
         from embodied_r_training.rl.sft import train_sft
         from embodied_r_training.rl.train import train
@@ -513,6 +514,7 @@ class Runs:
         elif env == MISSIONS:
             self.start("all", weights=True)
         config = self.config(env, method)
+        check_train_bf16(config)  # bf16 autocast on a CPU without native bf16: stopped here, with the fix
         if method == "sft":  # resumes by itself, from checkpoints on this machine (a full model's are GBs)
             self.stages.run(f"train {name}", run_dir / "final" / NODE_PARAMS, lambda: train_sft(config))
             return

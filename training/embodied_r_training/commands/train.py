@@ -12,12 +12,13 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from embodied_r_ros.backends.cpu_bf16 import check_cpu_bf16
 from embodied_r_ros.config import ConfigError
 
 from ..rl.allocator import return_freed_memory
 from ..rl.outputs import NODE_PARAMS
 from ..rl.train import train
-from ..rl.train_config import load_train_config
+from ..rl.train_config import TrainConfig, load_train_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_train_command(args: argparse.Namespace) -> int:
     """The ``train`` subcommand; returns the exit status."""
     config = load_train_config(args.config, args.overrides)
+    check_train_bf16(config)
     return_freed_memory()  # RSS that follows the live tensors (rl/allocator.py)
     result = train(config, resume=args.resume)
     params = result.node_params
@@ -59,6 +61,13 @@ def run_train_command(args: argparse.Namespace) -> int:
     print(f"load it in the node: embodied-r run --params-file {result.final_dir / NODE_PARAMS}")
     print(f"  (lm.model={params['model']}" + (f", lm.transformers.adapter={adapter})" if adapter else ")"))
     return 0
+
+
+def check_train_bf16(config: TrainConfig) -> None:
+    """Stop a CPU run under bf16 autocast on a CPU without native bf16 (backends/cpu_bf16.py) before it
+    loads anything: there it would take ~50x longer than in float32."""
+    if config.grpo.get("use_cpu") and config.grpo.get("bf16"):
+        check_cpu_bf16("grpo.bf16 (bf16 autocast of the CPU training)", "set grpo.bf16=false for float32")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

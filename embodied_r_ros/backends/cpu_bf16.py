@@ -1,0 +1,44 @@
+"""Whether this CPU multiplies bfloat16 matrices natively; the check that stops a bf16 run where it does not.
+
+torch runs bf16 matrix products through oneDNN on CPUs with AVX512 (fast with AVX512-BF16 or AMX). On an
+AVX2-only CPU they fall back to a generic loop: ``python bench/bench_cpu_bf16.py`` measured a 512x576 by
+576x1536 product 50-66x slower in bf16 than in float32 on an AVX2 AMD EPYC, and one SFT step of mission
+prompts under bf16 autocast had not finished after 16 minutes (BENCHMARKS.md, "bfloat16 on a CPU without
+it"). A run that asks for bf16 there is stopped before it starts, with the fix, instead of running for days.
+The node is not affected: its ``dtype: auto`` is float32 on a CPU.
+"""
+
+from __future__ import annotations
+
+from ..config import ConfigError
+
+# Set to 1 to run bf16 on such a CPU anyway (e.g. to reproduce a bf16 figure bit for bit, slowly).
+ALLOW_ENV = "EMBODIED_R_ALLOW_SLOW_BF16"
+
+
+class SlowBf16Error(ConfigError):
+    """bf16 asked for on a CPU whose bf16 matrix products are emulated; the message names the fix."""
+
+
+def native_bf16() -> bool:
+    """True when torch multiplies bf16 matrices on this CPU through oneDNN (AVX512 and up), not a generic
+    loop."""
+    import torch
+
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def check_cpu_bf16(what: str, fix: str) -> None:
+    """Raise :class:`SlowBf16Error` naming ``what`` asked for bf16 and ``fix`` (the setting that asks for
+    float32) when this CPU has no native bf16 and ``EMBODIED_R_ALLOW_SLOW_BF16`` is not 1."""
+    import os
+
+    import torch
+
+    if native_bf16() or os.environ.get(ALLOW_ENV) == "1":
+        return
+    raise SlowBf16Error(
+        f"{what} asks for bfloat16 on this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or "
+        f"AMX), where torch's bf16 matrix products run ~50x slower than float32 (bench/bench_cpu_bf16.py); "
+        f"{fix}, or run on a GPU or a CPU with AVX512 ({ALLOW_ENV}=1 runs it anyway)"
+    )
