@@ -394,6 +394,14 @@ def wait_for_subscribers(
         time.sleep(0.1)
 
 
+def wait_for_fewer_subscribers(bench: Any, topic: str, fewer_than: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until ``topic`` has fewer than ``fewer_than`` subscribers: an exited
+    subscriber can linger in the graph, and counting it would start the next part's replay too early."""
+    deadline = time.monotonic() + timeout_s
+    while bench.count_subscribers(topic) >= fewer_than and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def log_tail(path: Path, lines: int = 20) -> str:
     """The last lines of a log file ("" when there is none)."""
     try:
@@ -534,6 +542,7 @@ def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, mi
                 "answered_from": source,
                 "answered": len(answered),
                 "latencies_s": [s["latency_s"] for s in samples[name]],
+                "node_keyframes_median_s": node_keyframes_median_s(samples[name]),
                 "samples": samples[name],
             }
         # Only answered questions count: a failure's round trip is no answer's cost.
@@ -550,6 +559,14 @@ def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, mi
                  kind, part["early"]["answered_from"], part["early_median_s"], part["late"]["answered_from"],
                  part["late_median_s"], part["early_over_late"], LATENCY_GOAL_RATIO)  # fmt: skip
     return results
+
+
+def node_keyframes_median_s(samples: list[dict]) -> float | None:
+    """The median of the node's own key-frame time (/diagnostics last_query: choosing and reading the key
+    frames, from RAM or the store) over the answered samples: the memory's share of a question's latency,
+    apart from perception and the LM."""
+    times = [s["node_keyframes_s"] for s in samples if s["success"] and s.get("node_keyframes_s") is not None]
+    return round(statistics.median(times), 3) if times else None
 
 
 def control_questions(client: Any, diagnostics: Diagnostics, mission: dict, minute: float, repeats: int,
@@ -569,6 +586,7 @@ def control_questions(client: Any, diagnostics: Diagnostics, mission: dict, minu
             "answered": len(answered),
             "latencies_s": [s["latency_s"] for s in samples],
             "median_s": round(statistics.median(answered), 3) if answered else None,
+            "node_keyframes_median_s": node_keyframes_median_s(samples),
             "keyframes": [s["keyframes"] for s in samples],
             "samples": samples,
         }
@@ -583,8 +601,12 @@ def with_control(flat: dict, control: dict) -> dict:
     for kind in ("interval", "search_memory"):
         end, early = flat.get(kind, {}).get("early_median_s"), control.get(kind, {}).get("median_s")
         ratio = round(end / early, 3) if end is not None and early else None
+        end_kf = flat.get(kind, {}).get("early", {}).get("node_keyframes_median_s")
+        early_kf = control.get(kind, {}).get("node_keyframes_median_s")
         flat[kind] = {**flat[kind], "early_at_end_over_control": ratio,
-                      "control_goal_met": None if ratio is None else ratio <= LATENCY_GOAL_RATIO}  # fmt: skip
+                      "control_goal_met": None if ratio is None else ratio <= LATENCY_GOAL_RATIO,
+                      "keyframes_s_at_end_minus_control": None if end_kf is None or early_kf is None
+                      else round(end_kf - early_kf, 3)}  # fmt: skip
     return flat
 
 
@@ -790,7 +812,9 @@ def flat_cost_lines(flat: dict) -> list[str]:
             lines.append(
                 f"  control, {kind}: the early question at minute {control['at_mission_minute']:g} median "
                 f"{control[kind]['median_s']} s; at the end over it "
-                f"{flat[kind]['early_at_end_over_control']} (goal met: {flat[kind]['control_goal_met']})"
+                f"{flat[kind]['early_at_end_over_control']} (goal met: {flat[kind]['control_goal_met']}); "
+                f"the node's key-frame time {control[kind]['node_keyframes_median_s']} s there, "
+                f"{flat[kind]['early']['node_keyframes_median_s']} s at the end"
             )
     return lines
 
@@ -856,14 +880,16 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         wait_for_subscribers(bench.node, node, {image_topic: 2, odometry: 1}, timeout_s=300)
         check_node_memory(diagnostics)
         sampler.start()
-        # With a control, the replay pauses at its minute; a plain subscriber stops 3 s after the last frame,
-        # so each part has its own.
+        # With a control, the replay pauses at its minute (bag seconds from the bag's first message of any
+        # topic: within a frame of the mission's); a plain subscriber stops 3 s after the last frame, so each
+        # part has its own.
         pause_s = args.control_minute * 60
         pause_s = pause_s if args.repeats and 0 < pause_s < mission_s else None
         parts = [(0.0, pause_s), (pause_s, None)] if pause_s else [(0.0, None)]
         replay_s, plain_received, control, reports, resumed_wall_s = 0.0, 0, None, [], None
         for index, part in enumerate(parts):
             if index:
+                wait_for_fewer_subscribers(bench.node, image_topic, 2, timeout_s=30)  # the first one gone
                 plain = start_plain_subscriber("reliable", image_topic, image_topic.endswith("/compressed"),
                                                600.0)  # fmt: skip
                 wait_for_subscribers(bench.node, node, {image_topic: 2, odometry: 1}, timeout_s=300)
@@ -939,7 +965,8 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         # The control's questions at the pause are the run's first answers: what the query path allocates
         # once lands there, inside the window above; this is the same from the pause's end on.
         "node_rss_after_control": None if measured.resumed_wall_s is None else ram_summary(
-            [x for x in measured.samples if x.wall_s >= measured.resumed_wall_s], 0.0, at_end.wall_s),
+            [x for x in measured.samples if x.wall_s >= measured.resumed_wall_s
+             and x.mission_s > args.control_minute * 60], 0.0, at_end.wall_s),
         "store": store_growth(measured.samples, warmup_s, at_end.wall_s),
         "frames": {
             "bag": int(mission["frames"]),

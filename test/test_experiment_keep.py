@@ -345,7 +345,7 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"hidden_size": 64}))
     args = argparse.Namespace(model=model, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
-                              ood_sft_steps=150, ood_grpo_steps=12, sft_steps=0)  # fmt: skip
+                              ood_sft_steps=150, ood_grpo_steps=12, sft_steps=0, float32=False)  # fmt: skip
 
     def runs(out: Path, scene_rows: list[dict]):
         data = _data(out / "data", scene_rows)
@@ -381,6 +381,14 @@ def test_the_mission_stage_starts_from_the_main_sft_model_and_its_key_holds_it(
     assert longer.config("all", "sft").warm_start.steps == 480
     assert longer.config("indoor", "sft").warm_start.steps == 150
     assert longer.key("all", "sft").why_not(first.key("all", "sft").as_dict()) is not None
+    # --float32 (a CPU without native bf16): every run trains in float32, another recipe with its own key
+    args.sft_steps, args.float32 = 0, True
+    plain, _ = runs(tmp_path / "float32", [{"id": "q1"}])
+    assert first.config("all", "sft").grpo["bf16"] is True
+    assert all(plain.config(env, m).grpo["bf16"] is False for env in ("all", reasoner.MISSIONS, "indoor")
+               for m in ("sft", "grpo") if (env, m) != (reasoner.MISSIONS, "grpo"))  # fmt: skip
+    assert plain.key("all", "sft").why_not(first.key("all", "sft").as_dict()) is not None
+    assert "float32" in reasoner.eval_flags(argparse.Namespace(max_new_tokens=8, eval_batch=4, float32=True))
 
 
 def test_list_repeats_adds_copies_of_the_long_list_questions_only(
@@ -425,7 +433,7 @@ def test_a_full_fine_tune_is_kept_as_an_8_bit_gguf_and_a_fresh_machine_reads_it_
     base.mkdir()
     (base / "config.json").write_text(json.dumps({"hidden_size": 64}))
     args = argparse.Namespace(model=base, config=CONFIGS / "reasoner_cpu.yaml", mission_sft_steps=6,
-                              ood_sft_steps=150, ood_grpo_steps=0, sft_steps=0)  # fmt: skip
+                              ood_sft_steps=150, ood_grpo_steps=0, sft_steps=0, float32=False)  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(tiny_models_dir / "lm")
     source = json.loads((tiny_models_dir / "lm" / "config.json").read_text())
     trained: list[Path] = []

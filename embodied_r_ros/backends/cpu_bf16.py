@@ -1,10 +1,11 @@
 """Whether this CPU multiplies bfloat16 matrices natively; the check that stops a bf16 run where it does not.
 
-torch runs bf16 matrix products through oneDNN on CPUs with AVX512 (fast with AVX512-BF16 or AMX). On an
-AVX2-only CPU they fall back to a generic loop: ``python bench/bench_cpu_bf16.py`` measured a 512x576 by
-576x1536 product 50-66x slower in bf16 than in float32 on an AVX2 AMD EPYC, and one SFT step of mission
-prompts under bf16 autocast had not finished after 16 minutes (BENCHMARKS.md, "bfloat16 on a CPU without
-it"). A run that asks for bf16 there is stopped before it starts, with the fix, instead of running for days.
+torch runs bf16 matrix products through oneDNN on CPUs with AVX512 (fast with AVX512-BF16 or AMX; what
+oneDNN reports as bf16 support). On an AVX2-only CPU they fall back to a generic loop: ``python
+bench/bench_cpu_bf16.py`` measured a 512x576 by 576x1536 product 66x slower in bf16 than in float32 on an
+AVX2 AMD EPYC (attention forward + backward 6x), and one SFT step of mission prompts under bf16 autocast had
+not finished after 16 minutes (BENCHMARKS.md, issue 44's section, "The 120-minute rows"). A run that asks
+for bf16 there is stopped before it starts, with the fix, instead of running for days.
 The node is not affected: its ``dtype: auto`` is float32 on a CPU.
 """
 
@@ -25,7 +26,10 @@ def native_bf16() -> bool:
     loop."""
     import torch
 
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    try:  # the op exists only where torch was built with oneDNN
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def check_cpu_bf16(what: str, fix: str) -> None:
@@ -38,7 +42,8 @@ def check_cpu_bf16(what: str, fix: str) -> None:
     if native_bf16() or os.environ.get(ALLOW_ENV) == "1":
         return
     raise SlowBf16Error(
-        f"{what} asks for bfloat16 on this CPU ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 or "
-        f"AMX), where torch's bf16 matrix products run ~50x slower than float32 (bench/bench_cpu_bf16.py); "
-        f"{fix}, or run on a GPU or a CPU with AVX512 ({ALLOW_ENV}=1 runs it anyway)"
+        f"{what} asks for bfloat16 on this CPU ({torch.backends.cpu.get_cpu_capability()}; oneDNN has no "
+        f"bf16 here), where torch's bf16 matrix products run up to ~66x slower than float32 "
+        f"(bench/bench_cpu_bf16.py); {fix}, or run on a GPU or a CPU with AVX512 ({ALLOW_ENV}=1 runs it "
+        "anyway)"
     )
