@@ -15,6 +15,9 @@ weights; each step's wall time is taken between the trainer's step callbacks. Ru
 
     python bench/bench_sft_step.py --data out/reasoner/data/train_all --steps 4 --json out/bench_sft_step.json
 
+``--float32`` runs the steps in float32 instead of bf16 autocast (``reasoner.py --float32``: a CPU without
+native bf16, backends/cpu_bf16.py); ``--variants ours`` times the project's variant alone.
+
 The figures go to BENCHMARKS.md with the machine and the command; timings never go into tests.
 """
 
@@ -35,8 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {"trl": (False, "adamw_torch"), "ours": (True, "adamw_torch_fused")}  # (labelled only, optim)
 
 
-def step_times(model_dir: Path, data: Path, steps: int, labelled_only: bool, optim: str) -> list[float]:
-    """Wall seconds of each of ``steps`` SFT steps of ``model_dir`` on ``data``'s traces."""
+def step_times(model_dir: Path, data: Path, steps: int, labelled_only: bool, optim: str, bf16: bool = True
+               ) -> list[float]:  # fmt: skip
+    """Wall seconds of each of ``steps`` SFT steps of ``model_dir`` on ``data``'s traces (``bf16``: under bf16
+    autocast, else float32)."""
     import torch
     from embodied_r_training.data.schema import read_split
     from embodied_r_training.rl.warm_start import lm_head_on_labelled_positions, warm_start_rows
@@ -60,7 +65,7 @@ def step_times(model_dir: Path, data: Path, steps: int, labelled_only: bool, opt
         args = SFTConfig(  # the reasoner's warm start (rl/warm_start.py), no checkpoints
             output_dir=out, max_steps=steps, learning_rate=5e-5, per_device_train_batch_size=8,
             lr_scheduler_type="cosine", warmup_steps=0.03, logging_steps=steps, save_strategy="no",
-            report_to="none", seed=0, use_cpu=True, bf16=True, max_length=None,
+            report_to="none", seed=0, use_cpu=True, bf16=bf16, max_length=None,
             train_sampling_strategy="group_by_length", gradient_checkpointing=False, optim=optim,
         )  # fmt: skip
         trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
@@ -80,23 +85,28 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=REPO / "out" / "reasoner" / "data" / "train_all")
     parser.add_argument("--steps", type=int, default=4, help="steps per variant (the first is left out)")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--float32", action="store_true", help="float32 steps, not bf16 autocast")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     import torch
 
     found: dict[str, Any] = {}
-    for name, (labelled_only, optim) in VARIANTS.items():
-        times = step_times(args.model, args.data, args.steps, labelled_only, optim)
+    for name in args.variants:
+        labelled_only, optim = VARIANTS[name]
+        times = step_times(args.model, args.data, args.steps, labelled_only, optim, bf16=not args.float32)
         kept = times[1:] or times  # the first step warms the allocator and oneDNN's kernels up
         found[name] = {"step_s": [round(t, 2) for t in times], "median_s": round(statistics.median(kept), 2)}
         print(f"{name}: steps {found[name]['step_s']} s, median after the first {found[name]['median_s']} s",
               flush=True)  # fmt: skip
-    ratio = found["trl"]["median_s"] / found["ours"]["median_s"]
-    print(f"ours vs TRL's defaults: {ratio:.2f}x less time a step")
+    ratio = found["trl"]["median_s"] / found["ours"]["median_s"] if len(found) == 2 else None
+    if ratio is not None:
+        print(f"ours vs TRL's defaults: {ratio:.2f}x less time a step")
     if args.json:
         machine = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                    "threads": torch.get_num_threads(), "torch": torch.__version__}  # fmt: skip
-        record = {"variants": found, "ratio": round(ratio, 2), "machine": machine, "steps": args.steps}
+        record = {"variants": found, "ratio": None if ratio is None else round(ratio, 2), "machine": machine,
+                  "steps": args.steps, "dtype": "float32" if args.float32 else "bf16 autocast"}  # fmt: skip
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
