@@ -888,4 +888,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from embodied_r_ros.backends.cpu_bf16 import SlowBf16Error
+
+    try:
+        raise SystemExit(main())
+    except SlowBf16Error as exc:  # one line and this script's own fix, not a traceback
+        raise SystemExit(f"reasoner.py: error: {exc}; here: --float32 does it for every stage") from None
