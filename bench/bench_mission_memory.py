@@ -21,8 +21,9 @@
    of the machine's load hits both alike): every latency, the medians and early/late (goal <= 1.5), with
    where each was answered from (the node's rule: an interval that starts before the newest frame minus
    buffer.history_s comes from the memory) and the node's own key-frame time (/diagnostics last_query);
-   then the same with ``search_memory`` bounded to each interval. The control (``--control-minute``, default
-   the question minute + buffer.history_s + 1 min): the replay pauses at that minute and the early question
+   then the same with ``search_memory`` bounded to each interval. The control (``--control-minute M``, e.g.
+   16: the question minute + buffer.history_s + 1 min; off by default, so that the run's first answers come
+   after the replay, outside the RAM window): the replay pauses at minute M and the early question
    is asked there too, ``--repeats`` times once the describer has drained; the early question's median at
    the end over its median at the pause is the cost of the memory's length alone (the same interval, the
    same key frames, both answered from the memory).
@@ -156,10 +157,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--control-minute",
         type=float,
-        default=None,
+        default=0.0,
         help="pause the replay at this mission minute and ask the early question there too, the control "
-        "of the cost against length (default: --question-minute + buffer.history_s + 1 min, so that it "
-        "is answered from the memory as at the end; 0: no pause)",
+        "of the cost against length (e.g. 16: --question-minute + buffer.history_s + 1 min, so that it is "
+        "answered from the memory as at the end; its answers, the run's first, then fall inside the RAM "
+        "window; 0, the default: no pause)",
     )
     parser.add_argument(
         "--drain-timeout",
@@ -184,9 +186,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--rate must be > 0, got {args.rate}")
     if args.repeats < 0:
         parser.error(f"--repeats must be >= 0, got {args.repeats}")
-    if args.control_minute is None:
-        args.control_minute = args.question_minute + args.history_s / 60 + 1
+    earliest = earliest_control_minute(args.question_minute, args.history_s)
+    if args.control_minute and args.control_minute <= earliest:
+        parser.error(f"--control-minute {args.control_minute:g}: minutes {args.question_minute:g} +- 0.5 are "
+                     f"answered from RAM there (buffer.history_s {args.history_s:g}); give more than "
+                     f"{earliest:g}")  # fmt: skip
     return args
+
+
+def earliest_control_minute(question_minute: float, history_s: float) -> float:
+    """The mission minute after which the early question (minutes ``question_minute`` +- 0.5) is answered
+    from the memory, as at the end: by the node's rule (:func:`answered_from`), once its start is older than
+    what RAM holds (``history_s``)."""
+    return question_minute - 0.5 + history_s / 60
 
 
 def check_prerequisites() -> None:

@@ -135,10 +135,14 @@ def test_the_control_divides_the_early_median_at_the_end_by_the_same_question_at
 
 
 def test_the_control_pause_comes_after_the_early_minute_left_ram(bench):
-    # Minutes 4.5-5.5 leave a 10-minute RAM history at minute 15.5: the pause at 16 asks the memory, as
-    # the end does.
-    args = bench.parse_args(["--mission", "/tmp/m", "--question-minute", "5", "--history-s", "600"])
-    assert args.control_minute == 16
+    # Minute 4.5 leaves a 10-minute RAM history at minute 14.5: a pause after it asks the memory, as the end
+    # does (the node's rule, answered_from); one before it is refused. Off by default.
+    assert bench.earliest_control_minute(5, 600) == 14.5
+    at_14 = {"start_ns": START, "end_ns": START + 14 * MIN}
+    assert bench.answered_from(bench.minute_interval(MISSION, 5, 0.5)[0], at_14, 600) == "RAM"
+    args = bench.parse_args(["--mission", "/tmp/m", "--question-minute", "5", "--control-minute", "16"])
     ram_oldest_ns = START + round(args.control_minute * MIN) - 600 * 10**9
     assert bench.minute_interval(MISSION, 5, 0.5)[0] < ram_oldest_ns
-    assert bench.parse_args(["--mission", "/tmp/m", "--control-minute", "0"]).control_minute == 0
+    assert bench.parse_args(["--mission", "/tmp/m"]).control_minute == 0
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--mission", "/tmp/m", "--question-minute", "5", "--control-minute", "12"])
