@@ -459,6 +459,13 @@ def last_minute_interval(mission: dict) -> tuple[int, int]:
     return max(start_ns, end_ns - round(LAST_MINUTE_S * 1e9)), end_ns
 
 
+def early_interval(mission: dict, minute: float) -> tuple[int, int]:
+    """The early question's interval: around ``minute``, as long as the late one
+    (:func:`last_minute_interval`), so that both hold about as many key frames."""
+    late = last_minute_interval(mission)
+    return minute_interval(mission, minute, (late[1] - late[0]) / 120e9)
+
+
 def answered_from(interval_start_ns: int, mission: dict, history_s: float) -> str:
     """Where the node answers an interval from once it has the whole mission, by its rule
     (``RobotHistory.keyframes``): "memory" when the interval starts before what RAM holds (the newest frame
@@ -537,9 +544,7 @@ def flat_cost_questions(client: Any, diagnostics: Diagnostics, mission: dict, mi
     about the last minute (late), each ``repeats`` times in :func:`alternating_order`; then the same with
     search_memory. Both intervals last a minute, so both hold about as many key frames to describe."""
     start_ns = int(mission["start_ns"])
-    late = last_minute_interval(mission)
-    half = (late[1] - late[0]) / 120e9  # half the late interval, in minutes
-    intervals = {"early": minute_interval(mission, minute, half), "late": late}
+    intervals = {"early": early_interval(mission, minute), "late": last_minute_interval(mission)}
     results: dict[str, Any] = {"repeats": repeats, "question": MINUTE_QUESTION}
     for kind, search in (("interval", False), ("search_memory", True)):
         samples: dict[str, list[dict]] = {"early": [], "late": []}
@@ -587,8 +592,7 @@ def control_questions(client: Any, diagnostics: Diagnostics, mission: dict, minu
     interval, plain and as ``search_memory``) asked ``repeats`` times while the mission stands at minute
     ``at_minute`` (the replay paused there, the describer drained): the same key frames as the question
     asked at the end, with a memory of ``at_minute`` minutes instead of the whole mission."""
-    late = last_minute_interval(mission)
-    interval = minute_interval(mission, minute, (late[1] - late[0]) / 120e9)
+    interval = early_interval(mission, minute)
     results: dict[str, Any] = {"at_mission_minute": at_minute, "repeats": repeats,
                                "interval_s": interval_s(*interval, int(mission["start_ns"]))}  # fmt: skip
     for kind, search in (("interval", False), ("search_memory", True)):
@@ -850,7 +854,6 @@ class Measured:
     drain_s: float | None
     flat: dict  # the early/late questions after the drain (flat_cost_questions)
     node_exit_code: int | None
-    resumed_wall_s: float | None = None  # when the replay went on after the control's pause
 
 
 def check_node_memory(diagnostics: Diagnostics, timeout_s: float = 30.0) -> None:
@@ -898,7 +901,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         pause_s = args.control_minute * 60
         pause_s = pause_s if args.repeats and 0 < pause_s < mission_s else None
         parts = [(0.0, pause_s), (pause_s, None)] if pause_s else [(0.0, None)]
-        replay_s, plain_received, control, reports, resumed_wall_s = 0.0, 0, None, [], None
+        replay_s, plain_received, control, reports = 0.0, 0, None, []
         for index, part in enumerate(parts):
             if index:
                 wait_for_fewer_subscribers(bench.node, image_topic, 2, timeout_s=30)  # the first one gone
@@ -915,7 +918,6 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
                 wait_for_drain(diagnostics, args.drain_timeout)
                 control = control_questions(client, diagnostics, mission, min(args.question_minute, minutes),
                                             args.repeats, part[1] / 60)  # fmt: skip
-                resumed_wall_s = sampler.take().wall_s
         play_report = " + ".join(reports)
         at_end = sampler.take()
         minute = ask_about_minute(client, mission, min(args.question_minute, minutes))
@@ -949,7 +951,7 @@ def measure_node(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
     log.info("node stopped (exit code %s)", node.returncode)
     return Measured(
         sampler.samples, at_end, final, diagnostics.values(), plain_received, replay_s, play_report, minute,
-        search, drain_s, flat, node.returncode, resumed_wall_s,
+        search, drain_s, flat, node.returncode,
     )  # fmt: skip
 
 
@@ -975,10 +977,10 @@ def results_dict(args: argparse.Namespace, mission_dir: Path, mission: dict, wor
         "warmup_mission_minutes": round(warmup_s / 60, 2),
         "node_rss": ram_summary(measured.samples, warmup_s, at_end.wall_s),
         # The control's questions at the pause are the run's first answers: what the query path allocates
-        # once lands there, inside the window above; this is the same from the pause's end on.
-        "node_rss_after_control": None if measured.resumed_wall_s is None else ram_summary(
-            [x for x in measured.samples if x.wall_s >= measured.resumed_wall_s
-             and x.mission_s > args.control_minute * 60], 0.0, at_end.wall_s),
+        # once lands there, inside the window above; this is the same from the pause's end on (the first
+        # sample whose mission time is past the pause: the replay going on).
+        "node_rss_after_control": None if "control" not in measured.flat else ram_summary(
+            [x for x in measured.samples if x.mission_s > args.control_minute * 60], 0.0, at_end.wall_s),
         "store": store_growth(measured.samples, warmup_s, at_end.wall_s),
         "frames": {
             "bag": int(mission["frames"]),

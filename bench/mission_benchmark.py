@@ -290,14 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     embedder = E5Embedder()
     lm = model_config(args.lm, max_new_tokens=args.max_new_tokens, dtype=args.dtype) if args.lm else None
-    if lm is not None and args.dtype == "bfloat16":
-        import torch
-
-        from embodied_r_ros.backends.cpu_bf16 import SlowBf16Error, check_cpu_bf16
+    if lm is not None:
+        from embodied_r_ros.backends.cpu_bf16 import SlowBf16Error, check_model_bf16
 
         try:
-            if not torch.cuda.is_available():
-                check_cpu_bf16("--dtype bfloat16", "give --dtype float32")
+            check_model_bf16(lm, "give --dtype float32")
         except SlowBf16Error as exc:
             parser.error(str(exc))
     config = MissionAnswersConfig(lm=lm, lm_questions=args.lm_questions)

@@ -138,6 +138,7 @@ def test_the_control_pause_comes_after_the_early_minute_left_ram(bench):
     # Minute 4.5 leaves a 10-minute RAM history at minute 14.5: a pause after it asks the memory, as the end
     # does (the node's rule, answered_from); one before it is refused. Off by default.
     assert bench.earliest_control_minute(5, 600) == 14.5
+    assert bench.early_interval(MISSION, 5) == bench.minute_interval(MISSION, 5, 0.5)  # as the last minute
     at_14 = {"start_ns": START, "end_ns": START + 14 * MIN}
     assert bench.answered_from(bench.minute_interval(MISSION, 5, 0.5)[0], at_14, 600) == "RAM"
     args = bench.parse_args(["--mission", "/tmp/m", "--question-minute", "5", "--control-minute", "16"])

@@ -11,7 +11,7 @@ The node is not affected: its ``dtype: auto`` is float32 on a CPU.
 
 from __future__ import annotations
 
-from ..config import ConfigError
+from ..config import ConfigError, ModelConfig
 
 # Set to 1 to run bf16 on such a CPU anyway (e.g. to reproduce a bf16 figure bit for bit, slowly).
 ALLOW_ENV = "EMBODIED_R_ALLOW_SLOW_BF16"
@@ -47,3 +47,15 @@ def check_cpu_bf16(what: str, fix: str) -> None:
         f"(bench/bench_cpu_bf16.py); {fix}, or run on a GPU or a CPU with AVX512 ({ALLOW_ENV}=1 runs it "
         "anyway)"
     )
+
+
+def check_model_bf16(model: ModelConfig, fix: str) -> None:
+    """:func:`check_cpu_bf16` for a model the transformers backend would load in bf16 on the CPU (its
+    ``device`` resolved as the backend resolves it: ``auto`` is the GPU when there is one)."""
+    options = model.transformers
+    if model.backend != "transformers" or options.dtype != "bfloat16":
+        return
+    from .transformers_backend import resolve_device
+
+    if resolve_device(options.device).type == "cpu":
+        check_cpu_bf16(f"--dtype bfloat16 ({model.model})", fix)

@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from embodied_r_ros.backends.cpu_bf16 import check_cpu_bf16
+from embodied_r_ros.backends.cpu_bf16 import check_model_bf16
 from embodied_r_ros.cli.flags import add_config_flags, flag_fields
 from embodied_r_ros.config import BACKENDS, ModelConfig
 
@@ -60,14 +60,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 def check_eval_bf16(config: EvalConfig) -> None:
     """Stop an evaluation whose in-process models ask for bf16 on a CPU without native bf16
-    (backends/cpu_bf16.py) before any model loads: there it would take ~50x longer than in float32."""
-    import torch
-
+    (backends/cpu_bf16.py) before any model loads: there its matrix products run up to ~66x slower."""
     for model in (m for m in (config.lm, config.vlm, config.reference) if m is not None):
-        options = model.transformers
-        on_cpu = options.device == "cpu" or (options.device == "auto" and not torch.cuda.is_available())
-        if model.backend == "transformers" and options.dtype == "bfloat16" and on_cpu:
-            check_cpu_bf16(f"--dtype bfloat16 ({model.model})", "give --dtype float32 (or auto)")
+        check_model_bf16(model, "give --dtype float32 (or auto)")
 
 
 def run_eval_command(args: argparse.Namespace) -> int:

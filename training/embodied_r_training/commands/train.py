@@ -65,7 +65,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 def check_train_bf16(config: TrainConfig) -> None:
     """Stop a CPU run under bf16 autocast on a CPU without native bf16 (backends/cpu_bf16.py) before it
-    loads anything: there it would take ~50x longer than in float32."""
+    loads anything: there its matrix products run up to ~66x slower than in float32."""
     if config.grpo.get("use_cpu") and config.grpo.get("bf16"):
         check_cpu_bf16("grpo.bf16 (bf16 autocast of the CPU training)", "set grpo.bf16=false for float32")
 
