@@ -205,6 +205,7 @@ PLUMBING = (
     "embodied_r_ros.backends",  # choosing a backend by its name: the name is an input
     "embodied_r_ros.backends.registry",
     "embodied_r_ros.backends.loading",  # finding a model's folder: its files are an input
+    "embodied_r_ros.backends.cpu_bf16",  # bf16 on a CPU without it: stops a run at its start, alters none
     "embodied_r_training.data.schema",  # reading the prepared split: its rows are an input
     "embodied_r_training.eval.plots",  # pictures, not kept
 )
